@@ -1,0 +1,55 @@
+# The course's commands. `make lab` and `make test` set everything up on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# nbgrader calls alembic (and jupyter calls its subcommands) by name: put the venv first on PATH.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Jupyter refuses to run as root unless told.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
+
+.PHONY: setup lab lab-solutions test release outputs lock clean
+
+## setup: create .venv with the locked dependencies (only when missing or out of date)
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "Installing the course's dependencies into $(VENV) (first run only; CPU-only torch)..."
+	@$(PIP_INSTALL) -r requirements.lock 2>&1 | grep -v "^WARNING: Location" || true
+	@$(BIN)/python -c "import torch, nbgrader, nbval" || { echo "Set-up failed: see the pip output above." >&2; exit 1; }
+	@$(PIP_INSTALL) --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
+	@$(BIN)/python -c "import coursekit, autograder"
+	@touch $@
+
+## lab: open the student notebooks in JupyterLab
+lab: setup
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+
+## lab-solutions: open the instructor notebooks (solutions and hidden tests) in JupyterLab
+lab-solutions: setup
+	$(BIN)/jupyter lab --ServerApp.root_dir=solutions $(ROOT_FLAG)
+
+## test: run the whole test suite (unit tests, nbval over solutions/, release check, grading)
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## release: regenerate the student notebooks in notebooks/ from solutions/
+release: setup
+	$(BIN)/python -m autograder release
+
+## lock: re-resolve requirements.txt into requirements.lock (maintainers, after editing requirements.txt)
+lock:
+	rm -rf build/lock-venv && $(PYTHON) -m venv build/lock-venv
+	build/lock-venv/bin/python -m pip install --quiet -r requirements.txt
+	build/lock-venv/bin/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' > requirements.lock
+	rm -rf build/lock-venv
+
+clean:
+	rm -rf $(VENV) gradebook.db submitted autograded feedback grading demo test-artifacts build
+
+## outputs: re-run solution notebooks and store their outputs (LESSONS="01_leaf_and_intermediate ..." for some)
+outputs: setup
+	$(BIN)/python -m autograder execute $(LESSONS)

@@ -1,0 +1,1 @@
+"""The instructors' side of the course: releasing student notebooks and grading submissions."""

@@ -1,0 +1,125 @@
+"""Checks for exercise test cells: each failure says what was expected, what was found and the likely mistake."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["check_tensor", "check_equal", "check_true", "check_is_none", "diagnose"]
+
+# Multiples of the expected value that point to a known misconception.
+_SCALE_HINTS: tuple[tuple[float, str], ...] = (
+    (2.0, "{name} is twice the expected value: were gradients accumulated by a second "
+          "backward() without zeroing (tensor.grad.zero_() or tensor.grad = None)?"),
+    (3.0, "{name} is three times the expected value: did backward() run three times "
+          "without zeroing the gradient in between?"),
+    (-1.0, "{name} has the right size but the wrong sign: check the sign of the "
+           "formula, or a hook that negates the gradient."),
+    (0.5, "{name} is half the expected value: is a factor of 2 missing (d/dx x**2 = 2x), "
+          "or was a mean used where a sum was meant?"),
+)
+
+
+def _as_tensor(value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    return torch.as_tensor(value)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
+    if a.shape != b.shape:
+        return False
+    return bool(torch.allclose(a.to(torch.float64), b.to(torch.float64), rtol=rtol, atol=atol))
+
+
+def diagnose(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
+             atol: float = 1e-6, mistakes: Mapping[str, Any] | None = None) -> str | None:
+    """Return the likely mistake behind a wrong `found`, or None when nothing is recognised."""
+    if found is None:
+        return (f"{name} is None. If it is a .grad: did backward() run, and is the tensor a leaf? "
+                "A non-leaf keeps its gradient only after .retain_grad(), and a tensor "
+                "needs requires_grad=True to get one at all.")
+    try:
+        found_t, expected_t = _as_tensor(found), _as_tensor(expected)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    for message, wrong in (mistakes or {}).items():
+        try:
+            if _close(found_t, _as_tensor(wrong), rtol, atol):
+                return message
+        except (TypeError, ValueError, RuntimeError):
+            continue
+    if found_t.shape != expected_t.shape:
+        if found_t.numel() == expected_t.numel():
+            return (f"{name} has shape {tuple(found_t.shape)}, expected "
+                    f"{tuple(expected_t.shape)}: the values may be right but laid out "
+                    "differently (a transpose, or a missing reshape).")
+        return (f"{name} has shape {tuple(found_t.shape)}, expected {tuple(expected_t.shape)}: "
+                "was a dimension summed away, or kept, by mistake?")
+    if not (found_t.is_floating_point() or expected_t.is_floating_point()):
+        return None
+    if torch.count_nonzero(expected_t) and not torch.count_nonzero(found_t):
+        return (f"{name} is all zeros: did the gradient stop somewhere (detach(), "
+                "torch.no_grad(), a hook returning zeros), or was it zeroed after backward()?")
+    for factor, message in _SCALE_HINTS:
+        if torch.count_nonzero(expected_t) and _close(found_t, expected_t * factor, rtol, atol):
+            return message.format(name=name)
+    return None
+
+
+def _report(name: str, found: Any, expected: Any, hint: str | None) -> str:
+    lines = [f"{name} is not what was expected.",
+             f"  expected: {expected!r}",
+             f"  found:    {found!r}"]
+    if isinstance(found, torch.Tensor) and found.shape == _as_tensor(expected).shape:
+        difference = (found.detach().to(torch.float64)
+                      - _as_tensor(expected).to(torch.float64)).abs().max().item()
+        lines.append(f"  largest difference: {difference:.4g}")
+    if hint:
+        lines.append(f"  likely mistake: {hint}")
+    return "\n".join(lines)
+
+
+def check_tensor(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
+                 atol: float = 1e-6, mistakes: Mapping[str, Any] | None = None,
+                 hint: str | None = None) -> None:
+    """Assert that `found` is a tensor with the shape and values of `expected`.
+
+    `mistakes` maps a message to the value a typical wrong answer produces; `hint` is
+    shown when no known mistake is recognised.
+    """
+    if not isinstance(found, torch.Tensor):
+        diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
+        if diagnosis is None:
+            diagnosis = (f"{name} should be a torch.Tensor, not {type(found).__name__}. "
+                         f"{hint or ''}").strip()
+        raise AssertionError(_report(name, found, expected, diagnosis))
+    expected_t = _as_tensor(expected)
+    if _close(found.detach(), expected_t, rtol, atol):
+        return
+    diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
+    raise AssertionError(_report(name, found, expected, diagnosis or hint))
+
+
+def check_equal(name: str, found: Any, expected: Any, *, hint: str | None = None) -> None:
+    """Assert that a plain value (number, string, tuple, bool, type) equals `expected`."""
+    if found == expected and type(found) is type(expected):
+        return
+    if found == expected:
+        hint = (f"{name} equals the expected value but is a {type(found).__name__}, "
+                f"not a {type(expected).__name__}.")
+    raise AssertionError(_report(name, found, expected, hint))
+
+
+def check_is_none(name: str, found: Any, *, hint: str | None = None) -> None:
+    """Assert that `found` is None (for example the .grad of a non-leaf tensor)."""
+    if found is not None:
+        raise AssertionError(_report(name, found, None, hint))
+
+
+def check_true(condition: bool, message: str) -> None:
+    """Assert a condition; `message` says what was expected and what the likely mistake is."""
+    if not condition:
+        raise AssertionError(message)

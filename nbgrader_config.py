@@ -1,0 +1,40 @@
+"""nbgrader configuration for the course; the repository root is nbgrader's course root."""
+
+import os
+
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+
+c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
+
+COURSE_ROOT = os.path.dirname(os.path.abspath(__file__))
+
+c.CourseDirectory.course_id = "autograd-hooks"
+c.CourseDirectory.root = COURSE_ROOT
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(COURSE_ROOT, "gradebook.db")
+# Lesson folders hold only the notebook; nothing else is copied to students.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
+
+# What a student sees in place of a solution.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Limits while autograding: seconds per cell, and how much output a cell may keep.
+c.Execute.timeout = 60
+c.Execute.interrupt_on_timeout = True
+c.LimitOutput.max_lines = 1000
+c.LimitOutput.max_traceback = 100
+
+# torch prints UserWarning/FutureWarning text on stderr (for example when a non-leaf
+# tensor's .grad is read). nbgrader gives zero points to a test cell that writes to stderr,
+# so those warnings are dropped before grading; any other stderr output still counts.
+c.IgnorePattern.enabled = True
+c.IgnorePattern.pattern = r"(UserWarning|FutureWarning|DeprecationWarning)"
+
+# Feedback shows the student's notebook with scores, without the hidden tests' source.
+c.ClearHiddenTests.enforce_metadata = False
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+
+c.Exchange.assignment_dir = COURSE_ROOT
