@@ -1,0 +1,90 @@
+"""Every instructor notebook is a valid nbgrader assignment; every student notebook hides its answers."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import nbformat
+import pytest
+
+from conftest import LESSONS, SPEC_EXAMPLES, read_notebook, solution_path, student_path
+from notebook_support import answer_cells, graded_cells, grading, without_hidden_tests
+
+MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+
+
+def test_there_are_seven_lessons_in_order():
+    assert [name[:3] for name in LESSONS] == [f"{n:02d}_" for n in range(1, 8)], LESSONS
+    assert set(LESSONS) == set(SPEC_EXAMPLES) - {"_comment"}
+
+
+def test_solution_notebook_is_valid_and_runs_on_python3(lesson):
+    notebook = read_notebook(solution_path(lesson))
+    nbformat.validate(notebook)
+    assert notebook.metadata.kernelspec.name == "python3"
+
+
+def test_grade_ids_are_unique_and_graded_cells_have_points(lesson):
+    notebook = read_notebook(solution_path(lesson))
+    ids = [grading(c)["grade_id"] for c in notebook.cells if grading(c)]
+    duplicates = [grade_id for grade_id, count in Counter(ids).items() if count > 1]
+    assert not duplicates, f"duplicate grade ids in {lesson}: {duplicates}"
+    for cell in graded_cells(notebook):
+        meta = grading(cell)
+        assert meta.get("points", 0) > 0, f"{meta['grade_id']} has no points"
+        assert meta.get("locked"), f"{meta['grade_id']} must be locked"
+        assert meta.get("schema_version") == 3
+
+
+def test_at_least_three_exercises_each_with_answer_and_hidden_tests(lesson):
+    notebook = read_notebook(solution_path(lesson))
+    answers, tests = answer_cells(notebook), graded_cells(notebook)
+    assert len(answers) >= 3 and len(tests) >= 3, f"{lesson}: {len(answers)} answers, {len(tests)} tests"
+    for cell in answers:
+        assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source, \
+            f"{grading(cell)['grade_id']} lacks solution markers"
+    for cell in tests:
+        assert "### BEGIN HIDDEN TESTS" in cell.source, f"{grading(cell)['grade_id']} has no hidden tests"
+        assert without_hidden_tests(cell.source).strip(), f"{grading(cell)['grade_id']} has no visible test"
+
+
+def test_markers_appear_only_in_their_own_cells(lesson):
+    for cell in read_notebook(solution_path(lesson)).cells:
+        meta = grading(cell)
+        if "### BEGIN SOLUTION" in cell.source:
+            assert meta.get("solution"), f"solution region outside a solution cell: {cell.source[:80]}"
+        if "### BEGIN HIDDEN TESTS" in cell.source:
+            assert meta.get("grade"), f"hidden tests outside a graded cell: {cell.source[:80]}"
+
+
+def test_every_spec_example_is_tagged(lesson):
+    tags = {tag for cell in read_notebook(solution_path(lesson)).cells
+            for tag in cell.metadata.get("tags", [])}
+    missing = [i for i in SPEC_EXAMPLES[lesson] if f"example-{i}" not in tags]
+    assert not missing, f"{lesson} lacks cells tagged for examples {missing}"
+
+
+def test_solution_outputs_are_stored(lesson):
+    cells = [c for c in read_notebook(solution_path(lesson)).cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in cells), "run `make outputs` to store every cell's output"
+
+
+def test_student_notebook_has_no_solution_no_hidden_test_no_output(lesson):
+    student = read_notebook(student_path(lesson))
+    for cell in student.cells:
+        for marker in MARKERS:
+            assert marker not in cell.source, f"{lesson}: student notebook contains {marker!r}"
+        if cell.cell_type == "code":
+            assert not cell.outputs, f"{lesson}: student notebook keeps outputs"
+    for cell in answer_cells(student):
+        assert "raise NotImplementedError()" in cell.source
+
+
+def test_student_notebook_keeps_every_visible_test(lesson):
+    solution, student = read_notebook(solution_path(lesson)), read_notebook(student_path(lesson))
+    assert len(solution.cells) == len(student.cells)
+    for theirs, ours in zip(student.cells, solution.cells):
+        if grading(ours).get("grade"):
+            assert theirs.source.rstrip() == without_hidden_tests(ours.source)
+        elif not grading(ours).get("solution"):
+            assert theirs.source == ours.source
