@@ -1,0 +1,273 @@
+"""Helpers for the browser tests: Debian's Chromium, a JupyterLab server, and JupyterLab's page.
+
+The tests in tests/test_browser.py use these; nothing here is a pytest fixture, so the module
+needs no conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "browser"
+
+# Where Debian (apt-get install chromium) and Ubuntu put Chromium.
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-gpu",
+]
+VIEWPORT = {"width": 1280, "height": 800}
+
+# JupyterLab settings for a quiet page: no news or update pop-ups over the notebook, and every
+# cell attached to the page (no windowing) so that cells can be found by their position.
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+        "windowingMode": "none",
+    },
+}
+
+
+def chromium_path() -> str | None:
+    """The Chromium executable, or None when it is not installed."""
+    for candidate in CHROMIUM_CANDIDATES:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def require_chromium() -> str:
+    """Chromium's path; without it, skip (fail under CI=true, where it must be there)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:  # pragma: no cover - playwright is in requirements.lock
+        missing = "Playwright for Python is not installed (run `make setup`)"
+    else:
+        path = chromium_path()
+        if path:
+            return path
+        missing = ("Chromium is not installed: install Debian's package with "
+                   "`sudo apt-get install chromium` to run the browser tests")
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{missing} (CI=true: the browser tests must run)", pytrace=False)
+    pytest.skip(missing)
+
+
+def venv_env() -> dict[str, str]:
+    """The environment with the project's venv first on PATH (nbgrader runs alembic by name)."""
+    env = dict(os.environ)
+    env["PATH"] = str(VENV_BIN) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class JupyterLab:
+    """A JupyterLab server from the project's environment, serving `root_dir` on 127.0.0.1.
+
+    `cwd` is where nbgrader's server extensions look for nbgrader_config.py. State that
+    JupyterLab would keep in the home folder (settings, workspaces, runtime files) goes to
+    `state_dir`, so runs do not see each other's layouts.
+    """
+
+    def __init__(self, root_dir: Path, state_dir: Path, cwd: Path | None = None,
+                 log_path: Path | None = None):
+        self.root_dir = Path(root_dir)
+        self.state_dir = Path(state_dir)
+        self.cwd = Path(cwd) if cwd else self.root_dir
+        self.log_path = Path(log_path) if log_path else self.state_dir / "jupyter.log"
+        self.port = free_port()
+        self.token = secrets.token_hex(24)
+        self.process: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        """A URL on the server that carries the token (for the browser's first visit)."""
+        sep = "&" if "?" in path else "?"
+        return f"{self.base_url}/{path.lstrip('/')}{sep}token={self.token}"
+
+    def start(self, timeout: float = 60.0) -> "JupyterLab":
+        settings = self.state_dir / "lab-settings"
+        for name, values in LAB_SETTINGS.items():
+            target = settings / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(values))
+        for sub in ("workspaces", "runtime", "config", "data", "ipython"):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        env = venv_env()
+        env.update({
+            "JUPYTER_RUNTIME_DIR": str(self.state_dir / "runtime"),
+            "JUPYTER_CONFIG_DIR": str(self.state_dir / "config"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(self.state_dir / "workspaces"),
+            "JUPYTER_DATA_DIR": str(self.state_dir / "data"),
+            "IPYTHONDIR": str(self.state_dir / "ipython"),
+            "PYTHONUNBUFFERED": "1",
+        })
+        command = [
+            str(VENV_BIN / "jupyter"), "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.root_dir={self.root_dir}",
+            f"--IdentityProvider.token={self.token}",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={self.state_dir / 'workspaces'}",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--ServerApp.terminals_enabled=False",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            command.append("--allow-root")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(command, cwd=self.cwd, env=env, stdout=self._log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        status = f"{self.base_url}/api/status?token={self.token}"
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.process.returncode}:\n"
+                                   + self.log_text())
+            try:
+                with urllib.request.urlopen(status, timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"JupyterLab did not answer within {timeout:.0f} s:\n"
+                           + self.log_text())
+
+    def log_text(self) -> str:
+        if self._log:
+            self._log.flush()
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server by its process id: terminate, then kill after `timeout` seconds."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=timeout)
+        if self._log:
+            self._log.close()
+            self._log = None
+
+
+# --- JupyterLab's page ---------------------------------------------------------------------
+
+def screenshot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def wait_for_kernel_idle(page, timeout: float = 60_000) -> None:
+    """Wait until the notebook's kernel indicator in the toolbar says idle."""
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) "
+                           ".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                           timeout=timeout)
+
+
+# True when no cell of the current notebook waits for or is in execution ([*]).
+_NO_CELL_RUNNING = """() => {
+    const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+    if (!panel) return false;
+    const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+    return prompts.length > 0 && prompts.every(p => !p.textContent.includes('*'));
+}"""
+
+
+def wait_for_cells_done(page, timeout: float = 120_000) -> None:
+    page.wait_for_function(_NO_CELL_RUNNING, timeout=timeout)
+    wait_for_kernel_idle(page, timeout)
+
+
+def cells(page):
+    """Locator for the cells of the notebook in view, in the notebook's order."""
+    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+
+
+def execution_count(cell) -> str:
+    """The prompt's number, '' for a cell not run (or aborted), '*' while it runs."""
+    text = cell.locator(".jp-InputPrompt").inner_text()
+    match = re.search(r"\[(.*?)\]", text)
+    return match.group(1).strip() if match else ""
+
+
+def output_text(cell) -> str:
+    area = cell.locator(".jp-OutputArea")
+    return area.inner_text() if area.count() else ""
+
+
+# An exception as IPython shows it; torch's warnings, also on stderr, are not errors.
+_EXCEPTION = re.compile(r"Traceback \(most recent call last\)|^\s*Cell In\[\d+\], line \d+", re.M)
+
+
+def has_error(cell) -> bool:
+    """Whether the cell shows an exception (a traceback among its stderr outputs)."""
+    stderr = cell.locator(".jp-OutputArea-output[data-mime-type="
+                          "'application/vnd.jupyter.stderr']")
+    return any(_EXCEPTION.search(stderr.nth(i).inner_text()) for i in range(stderr.count()))
+
+
+def scroll_to_top(cell) -> None:
+    """Scroll the notebook so that `cell` is at the top of the view (for screenshots)."""
+    cell.evaluate("el => el.scrollIntoView({block: 'start'})")
+
+
+def menu(page, top: str, item: str) -> None:
+    """Click a command in JupyterLab's menu bar, as a person would."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(rf"^{re.escape(top)}$")).click()
+    page.locator(".lm-Menu-itemLabel",
+                 has_text=re.compile(rf"^{re.escape(item)}$")).first.click()
+
+
+def replace_cell_source(page, cell, text: str) -> None:
+    """Click into a code cell's editor and replace all of its text with `text`."""
+    editor = cell.locator(".cm-content")
+    editor.click()
+    page.keyboard.press("ControlOrMeta+a")
+    page.keyboard.press("Delete")
+    # insert_text types the answer as one input: CodeMirror does not re-indent it.
+    page.keyboard.insert_text(text)
