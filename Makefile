@@ -53,3 +53,15 @@ clean:
 ## outputs: re-run solution notebooks and store their outputs (LESSONS="01_leaf_and_intermediate ..." for some)
 outputs: setup
 	$(BIN)/python -m autograder execute $(LESSONS)
+
+.PHONY: grade demo
+DEMO_TIMEOUT ?= 20
+
+## grade: grade a class: make grade SUBMISSIONS=<folder or .zip> [OUT=grading] [JOBS=N] [LESSONS="01_... 02_..."] (see docs/GRADING.md)
+grade: setup
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder or .zip> [OUT=grading]" >&2; exit 2; }
+	$(BIN)/python -m autograder grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(JOBS),--jobs $(JOBS)) $(if $(LESSONS),--lessons $(LESSONS)) $(GRADE_ARGS)
+
+## demo: build a small synthetic class in demo/ and grade it; then `nbgrader formgrader` shows it
+demo: setup
+	$(BIN)/python -m autograder demo --timeout $(DEMO_TIMEOUT) $(GRADE_ARGS)

@@ -1,0 +1,185 @@
+"""Synthetic classes of submissions, generated from solutions/ and notebooks/.
+
+- correct: the solution notebook;
+- blank: the student notebook as released;
+- partial: the student notebook with some answer cells taken from the solution;
+- broken: what goes wrong in real classes (invalid JSON, another lesson's notebook, deleted or
+  edited test cells, an endless loop, a crash, a duplicate, a file named after no lesson).
+
+`build_demo_class` writes the small class that `make demo` grades; `build_class` the mix of
+correct, partly right and blank submissions that the benchmark grades.
+"""
+
+from __future__ import annotations
+
+from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+
+import copy
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from autograder.release import COURSE_ROOT, lessons as course_lessons
+
+
+def _is_answer(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and bool(meta.get("solution")) and not meta.get("grade")
+
+
+def _is_test(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+class Lessons:
+    """Solution and student notebooks of a course (student ones generated when not released)."""
+
+    def __init__(self, root: Path = COURSE_ROOT, names: list[str] | None = None) -> None:
+        self.root = Path(root)
+        self.names = names or course_lessons(self.root)
+        self.solutions = {n: nbformat.read(self.root / "solutions" / n / f"{n}.ipynb",
+                                           as_version=4) for n in self.names}
+        self.students = {}
+        unreleased = [n for n in self.names
+                      if not (self.root / "notebooks" / n / f"{n}.ipynb").is_file()]
+        if unreleased:
+            from autograder.nbgrader_inproc import release_notebooks
+            with tempfile.TemporaryDirectory(prefix="demo-release-") as scratch:
+                release_notebooks(self.root, Path(scratch), unreleased)
+                for n in unreleased:
+                    self.students[n] = nbformat.read(Path(scratch) / n / f"{n}.ipynb",
+                                                     as_version=4)
+        for n in self.names:
+            if n not in self.students:
+                self.students[n] = nbformat.read(self.root / "notebooks" / n / f"{n}.ipynb",
+                                                 as_version=4)
+
+    def correct(self, lesson: str):
+        return copy.deepcopy(self.solutions[lesson])
+
+    def blank(self, lesson: str):
+        return copy.deepcopy(self.students[lesson])
+
+    def partial(self, lesson: str, keep: float = 0.5, seed: int = 0):
+        """The student notebook with a share `keep` of its answers filled from the solution."""
+        nb = self.blank(lesson)
+        answers = {cell.metadata.nbgrader.grade_id: cell for cell in self.solutions[lesson].cells
+                   if _is_answer(cell)}
+        ids = [cell.metadata.nbgrader.grade_id for cell in nb.cells if _is_answer(cell)]
+        rng = random.Random(seed)
+        count = max(1, round(keep * len(ids))) if ids else 0
+        if len(ids) > 1:
+            count = min(count, len(ids) - 1)  # partly right: never all of them
+        filled = set(rng.sample(ids, count)) if ids else set()
+        for cell in nb.cells:
+            if _is_answer(cell) and cell.metadata.nbgrader.grade_id in filled:
+                cell.source = answers[cell.metadata.nbgrader.grade_id].source
+        return nb
+
+    def with_answer(self, lesson: str, source: str, base: str = "blank"):
+        """A notebook whose first answer cell is replaced by `source`."""
+        nb = self.correct(lesson) if base == "correct" else self.blank(lesson)
+        for cell in nb.cells:
+            if _is_answer(cell):
+                cell.source = source
+                break
+        return nb
+
+    def without_first_test(self, lesson: str):
+        nb = self.correct(lesson)
+        for index, cell in enumerate(nb.cells):
+            if _is_test(cell):
+                del nb.cells[index]
+                break
+        return nb
+
+    def with_edited_test(self, lesson: str):
+        """The correct notebook whose first test cell was emptied (nbgrader restores it)."""
+        nb = self.correct(lesson)
+        for cell in nb.cells:
+            if _is_test(cell):
+                cell.source = "# tests removed by the student\npass"
+                break
+        return nb
+
+
+def _write(nb, path: Path, mtime: float | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def build_class(dest: Path, root: Path = COURSE_ROOT, students: int = 20,
+                names: list[str] | None = None, seed: int = 0) -> dict[str, str]:
+    """A class of `students` with correct, partly right and blank notebooks for every lesson
+    (in turn: correct, partial, partial, blank); return {student: kind}."""
+    dest = Path(dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    course = Lessons(root, names)
+    kinds = {}
+    for number in range(1, students + 1):
+        student = f"student{number:03d}"
+        kind = ("correct", "partial", "partial", "blank")[(number - 1) % 4]
+        kinds[student] = kind
+        for index, lesson in enumerate(course.names):
+            if kind == "correct":
+                nb = course.correct(lesson)
+            elif kind == "blank":
+                nb = course.blank(lesson)
+            else:
+                nb = course.partial(lesson, keep=0.5, seed=seed + 1000 * number + index)
+            _write(nb, dest / student / f"{lesson}.ipynb")
+    return kinds
+
+
+def build_demo_class(dest: Path, root: Path = COURSE_ROOT,
+                     names: list[str] | None = None) -> Path:
+    """The small class `make demo` grades: correct, partial, blank and broken students."""
+    dest = Path(dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    course = Lessons(root, names)
+    lessons = course.names
+    for index, lesson in enumerate(lessons):
+        # nbgrader's own layout, and names as learning systems and browsers leave them
+        _write(course.correct(lesson), dest / "correct" / lesson / f"{lesson}.ipynb")
+        _write(course.partial(lesson, seed=index),
+               dest / "partial" / f"partial_1234_{lesson} (1).ipynb")
+        _write(course.blank(lesson), dest / "blank" / f"{lesson}.ipynb")
+    # Duplicates: an old blank copy and a newer correct one; the newest wins.
+    now = time.time()
+    _write(course.blank(lessons[0]), dest / "duplicate" / f"{lessons[0]}.ipynb", now - 3600)
+    _write(course.correct(lessons[0]), dest / "duplicate" / f"{lessons[0]} (1).ipynb", now)
+    # Broken submissions: one lesson each for student "broken" (then "broken-2", ...).
+    text = nbformat.writes(course.correct(lessons[0]))
+    other = lessons[1] if len(lessons) > 1 else None
+    cases = [
+        ("invalid JSON", lambda lesson: text[: len(text) // 2]),
+        ("another lesson", (lambda lesson: nbformat.writes(course.correct(
+            other if lesson != other else lessons[0]))) if other else None),
+        ("deleted test cell", lambda lesson: nbformat.writes(course.without_first_test(lesson))),
+        ("edited test cell", lambda lesson: nbformat.writes(course.with_edited_test(lesson))),
+        ("endless loop", lambda lesson: nbformat.writes(
+            course.with_answer(lesson, "while True:\n    pass"))),
+        ("crash", lambda lesson: nbformat.writes(
+            course.with_answer(lesson, "import os\nos._exit(1)"))),
+    ]
+    cases = [case for case in cases if case[1] is not None]
+    for i, (_, make) in enumerate(cases):
+        student = "broken" if i < len(lessons) else f"broken-{i // len(lessons) + 1}"
+        lesson = lessons[i % len(lessons)]
+        path = dest / student / f"{lesson}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(make(lesson), encoding="utf-8")
+    (dest / "broken" / "my homework.ipynb").write_text(
+        nbformat.writes(course.blank(lessons[-1])), encoding="utf-8")
+    return dest

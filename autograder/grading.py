@@ -1,0 +1,363 @@
+"""Grading a class: from a folder or zip of submissions to grades.csv, feedback and the gradebook.
+
+`grade_class` is what `python -m autograder grade` runs:
+
+1. collect the notebooks (`autograder.submissions`), tell their lessons, keep the newest of
+   duplicates, and check each one (readable, the right lesson, no exercise cells missing);
+2. record the lessons and students in nbgrader's gradebook and import each gradeable file
+   into nbgrader's submitted/<student>/<lesson>/<lesson>.ipynb;
+3. autograde them: engine "fork" (default) in warm workers, all cores, one forked process per
+   notebook; engine "nbgrader" runs the `nbgrader autograde` command, one notebook at a time;
+4. write OUT/grades.csv (one row per student and lesson), OUT/feedback/<student>/<lesson>.html
+   and OUT/grading.log, and print a summary.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.autograde import GiB, Result, Settings, grade_submission, grading_config
+from autograder.feedback import write_notice
+from autograder.nbgrader_inproc import (course_config, coursedir, gradebook,
+                                        install_gradebook_lock, register_lessons,
+                                        safe_student_id)
+from autograder.release import COURSE_ROOT, lessons as course_lessons
+from autograder.submissions import Submission, check, cell_ids, collect, pick_newest
+
+STATUSES = ("graded", "missing", "invalid", "timeout", "error")
+ENGINES = ("fork", "nbgrader")
+CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "reason"]
+DEFAULT_MEMORY_LIMIT = 4 * GiB
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover (not Linux)
+        return os.cpu_count() or 1
+
+
+@dataclass
+class Report:
+    results: list[Result]
+    seconds: float
+    out: Path
+    skipped: list[str] = field(default_factory=list)
+    jobs: int = 1
+    engine: str = "fork"
+
+    def counts(self) -> Counter:
+        return Counter(r.status for r in self.results)
+
+    def summary(self) -> str:
+        counts = self.counts()
+        notebooks = sum(counts[s] for s in ("graded", "invalid", "timeout", "error"))
+        students = len({r.student_id for r in self.results})
+        failed = counts["invalid"] + counts["timeout"] + counts["error"]
+        per = f", {self.seconds / notebooks:.2f} s a notebook" if notebooks else ""
+        lines = [f"Graded {counts['graded']} of {notebooks} notebooks from {students} students "
+                 f"in {self.seconds:.1f} s ({self.engine} engine, {self.jobs} "
+                 f"worker{'s' if self.jobs != 1 else ''}{per}); {failed} could not be graded.",
+                 "  " + ", ".join(f"{s} {counts[s]}" for s in STATUSES)]
+        if self.skipped:
+            lines.append(f"  {len(self.skipped)} files skipped (see grading.log)")
+        lines.append(f"Grades: {self.out / 'grades.csv'}   feedback: {self.out / 'feedback'}   "
+                     f"log: {self.out / 'grading.log'}")
+        return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent under CI or when stderr is not a tty."""
+
+    def __init__(self, total: int, enabled: bool | None = None, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        if enabled is None:
+            ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+            enabled = not ci and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.enabled, self.total, self.done = enabled, total, 0
+        self.started = time.monotonic()
+        self.counts: Counter = Counter()
+
+    def update(self, result: Result) -> None:
+        self.done += 1
+        self.counts[result.status] += 1
+        if not self.enabled or not self.total:
+            return
+        width = 30
+        filled = int(width * self.done / self.total)
+        elapsed = time.monotonic() - self.started
+        eta = elapsed / self.done * (self.total - self.done)
+        bad = self.done - self.counts["graded"]
+        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                          f"notebooks, {bad} not graded, {elapsed:.0f} s, ~{eta:.0f} s left ")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled and self.total:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def lesson_imports(root: Path, names: list[str]) -> list[str]:
+    """Modules the lessons' solution notebooks import (for the workers to load once)."""
+    import nbformat
+
+    modules: list[str] = []
+    for name in names:
+        path = root / "solutions" / name / f"{name}.ipynb"
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001
+            continue
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    modules += [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    modules.append(node.module)
+    base = ["torch", "numpy", "matplotlib.pyplot", "coursekit", "coursekit.checks"]
+    return list(dict.fromkeys(base + modules))
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+        # nbgrader makes its output read-only; a second pass clears what was left.
+        if path.exists():
+            for dirpath, _, filenames in os.walk(path):
+                os.chmod(dirpath, 0o755)
+                for filename in filenames:
+                    os.chmod(os.path.join(dirpath, filename), 0o644)
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT,
+                jobs: int | None = None, lessons: list[str] | None = None,
+                engine: str = "fork", timeout: int | None = None,
+                memory_limit: int = DEFAULT_MEMORY_LIMIT, progress: bool | None = None,
+                echo=print) -> Report:
+    """Grade every submission in `submissions` (a folder or a .zip); see the module's doc."""
+    started = time.monotonic()
+    submissions, out = Path(submissions).resolve(), Path(out).resolve()
+    root = Path(course_root).resolve()
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+    if not submissions.exists():
+        raise FileNotFoundError(f"{submissions} does not exist")
+    if out == submissions or out in submissions.parents:
+        raise ValueError("OUT must not be the submissions folder or contain it")
+    if not (root / "solutions").is_dir():
+        raise FileNotFoundError(f"{root} has no solutions/ folder: is it the course root?")
+    known = course_lessons(root)
+    unknown = [name for name in lessons or [] if name not in known]
+    if unknown:
+        raise ValueError(f"unknown lesson(s) {', '.join(unknown)}; the course has "
+                         f"{', '.join(known) or 'no lessons'}")
+    jobs = max(1, jobs or default_jobs())
+    if engine == "nbgrader":
+        jobs = 1  # nbgrader's own command, one notebook at a time, as instructors run it
+    os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
+    warnings.filterwarnings("ignore", module="nbformat")
+
+    out.mkdir(parents=True, exist_ok=True)
+    _remove(out / "feedback")
+    scratch = Path(tempfile.mkdtemp(prefix="autograder-grade-"))
+    pool = None
+    try:
+        found, skipped = collect(submissions, known, scratch, exclude=out)
+        chosen = list(lessons) if lessons else \
+            [name for name in known if any(s.lesson == name for s in found)]
+        # One worker per core at most, and each notebook gets its share of the cores.
+        workers = max(1, min(jobs, sum(1 for s in found if s.lesson in chosen)))
+        settings = Settings(course_root=str(root), out=str(out), engine=engine,
+                            timeout=int(timeout or 0), memory_limit=int(memory_limit),
+                            lock_path=str(scratch / "gradebook.lock"),
+                            threads=max(1, default_jobs() // workers) if engine == "fork" else 0)
+        install_gradebook_lock(settings.lock_path)
+        if not timeout:  # the course's limit, from nbgrader_config.py
+            settings.timeout = int(course_config(root).Execute.get("timeout", 60) or 60)
+        config = grading_config(settings)
+        if engine == "fork":
+            from autograder.pool import WorkerPool
+            pool = WorkerPool(settings, jobs, lesson_imports(root, chosen))
+            pool.start(workers)
+        specs = register_lessons(config, chosen) if chosen else {}
+        lesson_ids = {}
+        for name in known:
+            try:
+                import nbformat
+                lesson_ids[name] = set(cell_ids(nbformat.read(
+                    root / "solutions" / name / f"{name}.ipynb", as_version=4)))
+            except Exception:  # noqa: BLE001
+                lesson_ids[name] = set()
+
+        results, tasks = _plan(found, chosen, specs, lesson_ids, skipped)
+        _prepare_course(config, root, results, tasks, out)
+
+        bar = Progress(len(tasks), progress)
+
+        def collect_result(result: Result) -> None:
+            results.append(result)
+            bar.update(result)
+
+        if engine == "fork":
+            pool.run(tasks, collect_result)
+        else:
+            for task in tasks:
+                collect_result(grade_submission(settings, config, task["student"],
+                                                task["lesson"], task["notes"]))
+        bar.finish()
+    finally:
+        if pool is not None:
+            pool.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    order = {name: i for i, name in enumerate(known)}
+    results.sort(key=lambda r: (r.student_id, r.lesson == "", order.get(r.lesson, 1 << 20),
+                                r.lesson, r.reason))
+    report = Report(results=results, seconds=time.monotonic() - started, out=out,
+                    skipped=skipped, jobs=jobs, engine=engine)
+    write_grades(out / "grades.csv", results)
+    _write_log(out / "grading.log", report)
+    if echo:
+        echo(report.summary())
+    return report
+
+
+def _plan(found: list[Submission], chosen: list[str], specs: dict, lesson_ids: dict,
+          skipped: list[str]) -> tuple[list[Result], list[dict]]:
+    """Rows decided before grading (missing, invalid) and the tasks for the workers."""
+    results: list[Result] = []
+    tasks: list[dict] = []
+    students = sorted({s.student for s in found if s.student})
+    for sub in found:
+        if not sub.student:
+            results.append(Result(student_id="", lesson=sub.lesson or "", status="invalid",
+                                  reason=f"'{sub.shown}' is not in a student's folder: each "
+                                         "student's notebooks go in a folder named after the "
+                                         "student id.",
+                                  max_score=specs[sub.lesson].max_score
+                                  if sub.lesson in specs else 0.0))
+    for student in students:
+        mine = [s for s in found if s.student == student]
+        unrecognised = [s for s in mine if s.lesson is None]
+        for sub in unrecognised:
+            results.append(Result(
+                student_id=student, lesson="", status="invalid",
+                reason=f"Could not tell which lesson '{sub.shown}' is from its name: name it "
+                       "after the lesson (for example "
+                       f"{chosen[0] if chosen else 'the lesson name'}.ipynb)."))
+        for sub in mine:
+            if sub.lesson is not None and sub.lesson not in chosen:
+                skipped.append(f"{sub.shown}: lesson {sub.lesson} is not among those graded")
+        for lesson in chosen:
+            spec = specs[lesson]
+            files = [s for s in mine if s.lesson == lesson]
+            if not safe_student_id(student):
+                if files:
+                    results.append(Result(student_id=student, lesson=lesson, status="invalid",
+                                          max_score=spec.max_score,
+                                          reason=f"The folder name '{student}' cannot be used as "
+                                                 "a student id (spaces at its ends, a leading "
+                                                 "dot, or one of * ? [ ] \\)."))
+                continue
+            if not files:
+                hint = ""
+                if unrecognised:
+                    hint = (" (" + ", ".join(f"'{s.shown}'" for s in unrecognised)
+                            + " could not be matched to a lesson)")
+                results.append(Result(student_id=student, lesson=lesson, status="missing",
+                                      max_score=spec.max_score,
+                                      reason=f"No notebook was submitted for this lesson{hint}."))
+                continue
+            chosen_file, duplicate_note = pick_newest(files)
+            notes = [duplicate_note] if duplicate_note else []
+            status, reason, more = check(chosen_file.path, lesson, spec, lesson_ids)
+            notes += more
+            if status is not None:
+                results.append(Result(student_id=student, lesson=lesson, status=status,
+                                      max_score=spec.max_score,
+                                      reason=" ".join([reason, *notes])))
+                continue
+            tasks.append({"student": student, "lesson": lesson, "notes": notes,
+                          "path": str(chosen_file.path)})
+    return results, tasks
+
+
+def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict],
+                    out: Path) -> None:
+    """Students in the gradebook; the files to grade in submitted/; stale grades removed."""
+    from nbgrader.api import MissingEntry
+
+    course = coursedir(config)
+    pairs = [(r.student_id, r.lesson) for r in results if r.student_id and r.lesson
+             and safe_student_id(r.student_id)]
+    pairs += [(t["student"], t["lesson"]) for t in tasks]
+    for student, lesson in pairs:
+        for step in (course.submitted_directory, course.autograded_directory,
+                     course.feedback_directory):
+            _remove(Path(course.format_path(step, student, lesson)))
+    for task in tasks:
+        target = Path(course.format_path(course.submitted_directory, task["student"],
+                                         task["lesson"])) / f"{task['lesson']}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(task["path"], target)
+    with gradebook(config) as gb:
+        for student in sorted({student for student, _ in pairs}):
+            gb.update_or_create_student(student)
+        for result in results:  # not graded this time: no stale submission left behind
+            if result.student_id and result.lesson and safe_student_id(result.student_id):
+                try:
+                    gb.remove_submission(result.lesson, result.student_id)
+                except MissingEntry:
+                    pass
+    for result in results:
+        if result.lesson and result.student_id:
+            write_notice(out / "feedback" / result.student_id / f"{result.lesson}.html",
+                         student=result.student_id, lesson=result.lesson, status=result.status,
+                         reason=result.reason, score=result.score, max_score=result.max_score)
+
+
+def write_grades(path: Path, results: list[Result]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_HEADER)
+        writer.writeheader()
+        for result in results:
+            row = result.row()
+            row["score"] = f"{row['score']:g}"
+            row["max_score"] = f"{row['max_score']:g}"
+            writer.writerow(row)
+
+
+def _write_log(path: Path, report: Report) -> None:
+    lines = [report.summary(), ""]
+    if report.skipped:
+        lines += ["Skipped files:", *[f"  {item}" for item in report.skipped], ""]
+    for result in report.results:
+        lines.append(f"== {result.student_id or '?'} / {result.lesson or '?'}: {result.status}, "
+                     f"{result.score:g}/{result.max_score:g}, {result.seconds:.2f} s "
+                     f"(cells {result.run_seconds:.2f} s)")
+        if result.reason:
+            lines.append(f"   {result.reason}")
+        for line in result.log.splitlines():
+            if "not recognized by" in line:  # traitlets noise about shared config sections
+                continue
+            if line.startswith(("WARNING", "ERROR")) or not line[:1].isupper():
+                lines.append(f"   {line}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")

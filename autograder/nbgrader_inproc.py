@@ -1,0 +1,377 @@
+"""nbgrader's converters run in this process, with the course's configuration.
+
+The command line starts a new Python for every `nbgrader ...` call; grading a class calls
+nbgrader's converters (GenerateAssignment, Autograde, GenerateFeedback) directly instead, with
+the configuration the `nbgrader` command would load from the course root's nbgrader_config.py.
+
+Gradebook access is serialised across the grading processes with an exclusive lock taken while
+an `nbgrader.api.Gradebook` is open (nbgrader opens one per step and closes it with `with`), so
+concurrent workers never meet SQLite's "database is locked".
+"""
+
+from __future__ import annotations
+
+from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+
+import contextlib
+import copy
+import fcntl
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+from autograder.release import COURSE_ROOT
+
+LOG = logging.getLogger("autograder.nbgrader")
+
+# nbgrader runs `alembic` by name when it creates a gradebook: this Python's bin goes first.
+_BIN = os.path.dirname(os.path.abspath(os.sys.executable))
+if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration
+
+def course_config(root: Path, extra: Config | None = None) -> Config:
+    """The configuration `nbgrader` would use in `root`, with `extra` merged on top."""
+    root = Path(root).resolve()
+    config_file = root / "nbgrader_config.py"
+    if not config_file.is_file():
+        config_file = COURSE_ROOT / "nbgrader_config.py"
+    config = PyFileConfigLoader(config_file.name, path=str(config_file.parent)).load_config()
+    config.CourseDirectory.root = str(root)
+    if config_file.parent != root or "db_url" not in config.CourseDirectory:
+        config.CourseDirectory.db_url = "sqlite:///" + str(root / "gradebook.db")
+    if extra is not None:
+        config.merge(extra)
+    return config
+
+
+def coursedir(config: Config, **traits: str):
+    from nbgrader.coursedir import CourseDirectory
+    course = CourseDirectory(config=config)
+    for name, value in traits.items():
+        setattr(course, name, value)
+    return course
+
+
+def db_path(config: Config) -> Path | None:
+    url = str(config.CourseDirectory.db_url)
+    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+
+
+# --------------------------------------------------------------------------------------------
+# One writer at a time in the gradebook, across processes
+
+class _GradebookLock:
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.fd: int | None = None
+        self.depth = 0
+        self.mutex = threading.RLock()
+        self.timeout = 600.0
+
+    def acquire(self) -> None:
+        self.mutex.acquire()
+        self.depth += 1
+        if self.depth > 1 or self.path is None:
+            return
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            deadline = time.monotonic() + self.timeout
+            while True:
+                try:
+                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"the gradebook stayed locked for {self.timeout:.0f} s")
+                    time.sleep(0.005)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        try:
+            self.depth -= 1
+            if self.depth == 0 and self.fd is not None:
+                os.close(self.fd)  # closing the descriptor drops the flock
+                self.fd = None
+        finally:
+            self.mutex.release()
+
+
+_LOCK = _GradebookLock()
+
+
+_ENGINES: dict[str, tuple[object, int, int]] = {}  # db_url -> (engine, pid, inode)
+
+
+def _inode(db_url: str) -> int:
+    path = db_url[len("sqlite:///"):] if db_url.startswith("sqlite:///") else ""
+    try:
+        return os.stat(path).st_ino if path else 0
+    except OSError:
+        return -1
+
+
+def install_gradebook_lock(lock_path: str | os.PathLike) -> None:
+    """Make every nbgrader Gradebook in this process hold the lock at `lock_path` while open,
+    and share one SQLAlchemy engine per database (nbgrader makes a new engine for each
+    Gradebook, which re-inspects the schema and recompiles every query: most of its cost)."""
+    from nbgrader import api
+    from sqlalchemy.orm import scoped_session, sessionmaker
+
+    _LOCK.path = str(lock_path)
+    if getattr(api.Gradebook, "_autograder_lock", False):
+        return
+    original_init = api.Gradebook.__init__
+
+    def __init__(self, db_url, course_id="default_course", authenticator=None):
+        _LOCK.acquire()
+        self._autograder_locked = True
+        try:
+            engine, pid, inode = _ENGINES.get(db_url, (None, 0, 0))
+            if engine is None or pid != os.getpid() or inode != _inode(db_url):
+                # First use in this process: nbgrader's own set-up (tables, alembic stamp).
+                original_init(self, db_url, course_id, authenticator)
+                _ENGINES[db_url] = (self.engine, os.getpid(), _inode(db_url))
+                return
+            self.engine = engine
+            self.db = scoped_session(sessionmaker(autoflush=True, bind=engine, future=True))
+            self.check_course(course_id=course_id)
+            self.course_id = course_id
+            self.authenticator = authenticator
+        except BaseException:
+            self._autograder_locked = False
+            _LOCK.release()
+            raise
+
+    def close(self):
+        try:
+            self.db.remove()
+            if not any(cached[0] is self.engine for cached in _ENGINES.values()):
+                self.engine.dispose()
+        finally:
+            if self.__dict__.pop("_autograder_locked", False):
+                _LOCK.release()
+
+    api.Gradebook.__init__ = __init__
+    api.Gradebook.close = close
+    api.Gradebook._autograder_lock = True
+
+
+@contextlib.contextmanager
+def gradebook(config: Config) -> Iterator:
+    from nbgrader.api import Gradebook
+    with Gradebook(config.CourseDirectory.db_url, config.CourseDirectory.course_id) as gb:
+        yield gb
+
+
+# --------------------------------------------------------------------------------------------
+# Logging: nbgrader's messages for one submission, kept for the grading log
+
+class CaptureLog(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[str] = []
+        self.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.records.append(self.format(record))
+        except Exception:  # noqa: BLE001 (a log line is never worth a failed grade)
+            pass
+
+    def text(self) -> str:
+        return "\n".join(self.records)
+
+
+@contextlib.contextmanager
+def captured_log() -> Iterator[CaptureLog]:
+    handler = CaptureLog()
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
+    try:
+        yield handler
+    finally:
+        LOG.removeHandler(handler)
+
+
+# --------------------------------------------------------------------------------------------
+# Converters
+
+def generate_assignment(config: Config, lesson: str, release_dir: Path,
+                        db_url: str | None = None) -> None:
+    """nbgrader generate_assignment for `lesson` into `release_dir` (and the gradebook)."""
+    from nbgrader.converters import GenerateAssignment
+
+    extra = Config()
+    extra.CourseDirectory.release_directory = str(release_dir)
+    if db_url:
+        extra.CourseDirectory.db_url = db_url
+    extra.BaseConverter.force = True
+    cfg = copy.deepcopy(config)
+    cfg.merge(extra)
+    course = coursedir(cfg, assignment_id=lesson)
+    converter = GenerateAssignment(coursedir=course, config=cfg, log=LOG)
+    converter.force = True
+    converter.start()
+
+
+def release_notebooks(root: Path, release_dir: Path, lessons: list[str] | None = None) -> Path:
+    """Student notebooks for `root`'s lessons in `release_dir`, with a scratch gradebook."""
+    from autograder.release import lessons as all_lessons
+
+    root, release_dir = Path(root), Path(release_dir)
+    config = course_config(root)
+    with tempfile.TemporaryDirectory(prefix="release-gradebook-") as scratch:
+        for lesson in lessons or all_lessons(root):
+            generate_assignment(config, lesson, release_dir,
+                                db_url=f"sqlite:///{scratch}/gradebook.db")
+    for leftover in release_dir.glob("*/.ipynb_checkpoints"):
+        shutil.rmtree(leftover)
+    return release_dir
+
+
+def register_lessons(config: Config, lessons: list[str]) -> dict:
+    """Record the lessons in the course's gradebook (generate_assignment into a scratch folder,
+    so that notebooks/ is left alone); return each lesson's LessonSpec."""
+    import nbformat
+
+    from autograder.submissions import LessonSpec, cell_ids
+
+    specs = {}
+    with tempfile.TemporaryDirectory(prefix="grading-release-") as scratch:
+        for lesson in lessons:
+            generate_assignment(config, lesson, Path(scratch))
+            released = nbformat.read(Path(scratch) / lesson / f"{lesson}.ipynb", as_version=4)
+            with gradebook(config) as gb:
+                notebook = gb.find_notebook(lesson, lesson)
+                locked = {cell.name: {cell.checksum} for cell in notebook.source_cells
+                          if cell.locked}
+                tests = {cell.name: float(cell.max_score) for cell in notebook.grade_cells
+                         if cell.name not in {c.name for c in notebook.solution_cells}}
+                max_score = float(gb.find_assignment(lesson).max_score)
+            for cell in released.cells:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                if meta.get("grade_id") in locked and meta.get("checksum"):
+                    locked[meta["grade_id"]].add(meta["checksum"])
+            specs[lesson] = LessonSpec(name=lesson, graded_ids=cell_ids(released), tests=tests,
+                                       locked=locked, max_score=max_score)
+    return specs
+
+
+def autograde_preprocessors(config: Config, executor) -> list:
+    """The course's Autograde preprocessors with nbgrader's Execute replaced by `executor`."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    configured = config.Autograde.get("autograde_preprocessors") \
+        or Autograde.class_traits()["autograde_preprocessors"].default()
+    result = []
+    for item in configured:
+        is_execute = item is Execute or (isinstance(item, str) and item.split(".")[-1] == "Execute")
+        result.append(executor if is_execute else item)
+    return result
+
+
+def autograde(config: Config, student: str, lesson: str) -> None:
+    """nbgrader autograde `lesson` --student `student` --force, in this process."""
+    from nbgrader.converters import Autograde
+
+    course = coursedir(config, assignment_id=lesson, student_id=student)
+    converter = Autograde(coursedir=course, config=config, log=LOG)
+    converter.force = True
+    converter.start()
+
+
+def feedback_preprocessors(config: Config) -> list:
+    """The course's feedback preprocessors, with hidden tests cleared and graded cells'
+    tracebacks reduced to their last line (before the hidden tests are cleared)."""
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+    from autograder.feedback import HideTestTracebacks
+
+    configured = list(config.GenerateFeedback.get("preprocessors")
+                      or GenerateFeedback.class_traits()["preprocessors"].default()
+                      or [GetGrades, CSSHTMLHeaderPreprocessor])
+
+    def name(item) -> str:
+        return item.split(".")[-1] if isinstance(item, str) else item.__name__
+
+    names = [name(item) for item in configured]
+    if "ClearHiddenTests" not in names:
+        position = names.index("GetGrades") + 1 if "GetGrades" in names else 0
+        configured.insert(position, ClearHiddenTests)
+        names.insert(position, "ClearHiddenTests")
+    if "HideTestTracebacks" not in names:
+        configured.insert(names.index("ClearHiddenTests"), HideTestTracebacks)
+    return configured
+
+
+_FEEDBACK: dict[int, tuple] = {}  # id(config) -> (config, derived config, converter class)
+
+
+def _feedback_converter_class():
+    from nbconvert.writers import FilesWriter
+    from nbgrader.converters import GenerateFeedback
+
+    class ReusingGenerateFeedback(GenerateFeedback):
+        """GenerateFeedback that keeps its HTML exporter (and its compiled Jinja templates)
+        from one notebook to the next; nbgrader builds a new one for every call."""
+
+        shared_exporter: list = []
+
+        def start(self) -> None:
+            self.init_notebooks()
+            self.writer = FilesWriter(parent=self, config=self.config)
+            if not self.shared_exporter:
+                self.shared_exporter.append(self.exporter_class(parent=self, config=self.config))
+            self.exporter = self.shared_exporter[0]
+            self.exporter._preprocessors = []
+            for pp in self.preprocessors:
+                self.exporter.register_preprocessor(pp)
+            currdir = os.getcwd()
+            os.chdir(self.coursedir.root)
+            try:
+                self.convert_notebooks()
+            finally:
+                os.chdir(currdir)
+
+    return ReusingGenerateFeedback
+
+
+def generate_feedback(config: Config, student: str, lesson: str) -> Path:
+    """nbgrader generate_feedback for one submission; return the HTML file it wrote."""
+    cached = _FEEDBACK.get(id(config))
+    if cached is None or cached[0] is not config:
+        derived = copy.deepcopy(config)
+        derived.GenerateFeedback.preprocessors = feedback_preprocessors(config)
+        converter_class = _feedback_converter_class()
+        cached = _FEEDBACK[id(config)] = (config, derived, converter_class)
+    _, derived, converter_class = cached
+    course = coursedir(derived, assignment_id=lesson, student_id=student)
+    converter = converter_class(coursedir=course, config=derived, log=LOG)
+    converter.force = True
+    converter.start()
+    return Path(course.format_path(course.feedback_directory, student, lesson)) / f"{lesson}.html"
+
+
+def safe_student_id(student: str) -> bool:
+    """Whether nbgrader can use `student` as a student id (and as a folder name)."""
+    return bool(student) and student == student.strip() and not student.startswith(".") \
+        and re.search(r"[*?\[\]/\\\x00-\x1f]", student) is None

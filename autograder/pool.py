@@ -1,0 +1,201 @@
+"""Grading workers: warm processes that grade one submission at a time, in parallel.
+
+Each worker imports torch, nbgrader and what the lessons import once, then grades the
+submissions it is handed with nbgrader's Autograde converter in-process; the notebook's cells
+run in a child forked for each submission (see `autograder.executor`). A worker that dies is
+replaced, and the submission it was grading is reported as an error; the batch goes on.
+"""
+
+from __future__ import annotations
+
+from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from multiprocessing.connection import Connection, wait
+
+from autograder.autograde import Result, Settings
+
+STARTUP_FAILURES_ALLOWED = 3
+
+
+def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> None:
+    """The body of a grading worker."""
+    os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    # Student code must not write to the terminal through inherited descriptors.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    try:
+        from autograder import executor
+        executor.prepare_worker(preload)
+        from autograder.autograde import grade_submission, grading_config
+        from autograder.nbgrader_inproc import install_gradebook_lock
+
+        settings = Settings(**settings_dict)
+        install_gradebook_lock(settings.lock_path)
+        config = grading_config(settings)
+    except BaseException:  # noqa: BLE001
+        conn.send(("failed", traceback.format_exc()))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if task is None:
+            return
+        try:
+            result = grade_submission(settings, config, task["student"], task["lesson"],
+                                      task.get("notes"))
+        except BaseException:  # noqa: BLE001 (grade_submission should not raise; be safe)
+            result = Result(student_id=task["student"], lesson=task["lesson"], status="error",
+                            reason="The notebook could not be graded (an error in the grader).",
+                            log=traceback.format_exc())
+        conn.send(("result", asdict(result)))
+
+
+class _Worker:
+    """A worker process (`python -m autograder.pool FD`) and the socket to talk to it."""
+
+    def __init__(self, settings: Settings, preload: list[str]) -> None:
+        ours, theirs = socket.socketpair()
+        fd = theirs.fileno()
+        env = dict(os.environ)
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "autograder.pool", str(fd),
+             json.dumps({"settings": asdict(settings), "preload": preload})],
+            pass_fds=[fd], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
+            start_new_session=True)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        self.task: dict | None = None
+        self.ready = False
+        self.started = time.monotonic()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.process.poll()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        self.conn.close()
+
+
+class WorkerPool:
+    """`jobs` grading workers, started early so that they warm up while the class is read."""
+
+    def __init__(self, settings: Settings, jobs: int, preload: list[str]) -> None:
+        self.settings, self.jobs, self.preload = settings, max(1, jobs), list(preload)
+        self.workers: list[_Worker] = []
+
+    def start(self, count: int | None = None) -> None:
+        for _ in range(min(self.jobs, self.jobs if count is None else count)
+                       - len(self.workers)):
+            self.workers.append(_Worker(self.settings, self.preload))
+
+    def run(self, tasks: Iterable[dict], on_result: Callable[[Result], None]) -> None:
+        """Grade `tasks` ({student, lesson, notes}); report each Result as it comes."""
+        pending = deque(tasks)
+        if pending:
+            self.start(len(pending))
+            _run(self, pending, on_result)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        for worker in self.workers:
+            try:
+                worker.process.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+            worker.kill()
+        self.workers = []
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _run(pool: WorkerPool, pending: deque, on_result: Callable[[Result], None]) -> None:
+    settings, preload = pool.settings, pool.preload
+    workers = pool.workers
+    startup_failures = 0
+    failure_detail = ""
+
+    def fail(task: dict, reason: str, log: str = "") -> None:
+        on_result(Result(student_id=task["student"], lesson=task["lesson"], status="error",
+                         reason=reason, log=log, notes=list(task.get("notes") or [])))
+
+    while pending or any(w.task is not None for w in workers):
+        if not workers:  # every worker failed to start: nothing can be graded
+            for task in pending:
+                fail(task, "The notebook could not be graded: the grading workers failed "
+                           "to start. Your instructor can review it.", failure_detail)
+            pending.clear()
+            break
+        for worker in workers:
+            if worker.task is None and pending:
+                worker.task = pending.popleft()
+                worker.conn.send(worker.task)
+        ready = wait([w.conn for w in workers])
+        for worker in list(workers):
+            died = False
+            if worker.conn in ready:
+                try:
+                    kind, payload = worker.conn.recv()
+                except (EOFError, OSError):
+                    died = True
+                else:
+                    if kind == "ready":
+                        worker.ready = True
+                    elif kind == "failed":
+                        failure_detail = payload
+                        died = True
+                    elif kind == "result":
+                        worker.task = None
+                        on_result(Result(**payload))
+            if not died:
+                continue
+            worker.kill()
+            code = worker.exitcode
+            workers.remove(worker)
+            if not worker.ready:  # it never started: its task goes back in the queue
+                startup_failures += 1
+                if worker.task is not None:
+                    pending.appendleft(worker.task)
+            elif worker.task is not None:
+                fail(worker.task, "The grading process died while grading this notebook "
+                                  f"(exit code {code}). Your instructor can review it.")
+            if startup_failures < STARTUP_FAILURES_ALLOWED and pending:
+                workers.append(_Worker(settings, preload))
+
+
+if __name__ == "__main__":
+    _arguments = json.loads(sys.argv[2])
+    _worker_main(Connection(int(sys.argv[1])), _arguments["settings"], _arguments["preload"])

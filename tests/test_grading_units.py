@@ -1,0 +1,211 @@
+"""The grading command's parts, without grading: names, archives, checks, feedback, options."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
+import fixture_course  # noqa: E402
+
+from autograder.__main__ import memory_size  # noqa: E402
+from autograder.feedback import HideTestTracebacks  # noqa: E402
+from autograder.grading import Progress  # noqa: E402
+from autograder.submissions import (check, collect, pick_newest, read_notebook,  # noqa: E402
+                                    recognise_lesson)
+
+LESSONS = ["01_leaf_and_intermediate", "02_retain_grad", "03_tensor_hooks",
+           "06_module_hooks", "07_hooks_in_practice"]
+
+
+@pytest.mark.parametrize("name, lesson", [
+    ("01_leaf_and_intermediate.ipynb", "01_leaf_and_intermediate"),
+    ("01_leaf_and_intermediate (1).ipynb", "01_leaf_and_intermediate"),
+    ("01_leaf_and_intermediate (12).ipynb", "01_leaf_and_intermediate"),
+    ("01_leaf_and_intermediate-Copy1.ipynb", "01_leaf_and_intermediate"),
+    ("01_Leaf_And_Intermediate.IPYNB", "01_leaf_and_intermediate"),
+    ("01 leaf and intermediate.ipynb", "01_leaf_and_intermediate"),
+    ("doejane_12345_678_02_retain_grad-3.ipynb", "02_retain_grad"),
+    ("doejane_LATE_12345_678_03_tensor_hooks.ipynb", "03_tensor_hooks"),
+    ("tensor_hooks.ipynb", "03_tensor_hooks"),
+    ("hooks_in_practice_final.ipynb", "07_hooks_in_practice"),
+    ("homework.ipynb", None),
+    ("lesson1.ipynb", None),
+    ("01.ipynb", None),
+    ("02_retain_grad and 03_tensor_hooks.ipynb", None),  # two lessons: not guessed
+])
+def test_recognise_lesson(name, lesson):
+    assert recognise_lesson(name, LESSONS) == lesson
+
+
+def test_the_longer_lesson_name_wins():
+    assert recognise_lesson("01_a_b (1).ipynb", ["01_a", "01_a_b"]) == "01_a_b"
+    assert recognise_lesson("01_a (1).ipynb", ["01_a", "01_a_b"]) == "01_a"
+
+
+def _notebook_file(path: Path, mtime: float | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(new_notebook(cells=[new_code_cell("1")]), path)
+    if mtime:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_collect_layouts_and_skipped_files(tmp_path):
+    root = tmp_path / "class"
+    _notebook_file(root / "ann" / "01_leaf_and_intermediate.ipynb")
+    _notebook_file(root / "bob" / "02_retain_grad" / "02_retain_grad.ipynb")
+    _notebook_file(root / "bob" / "03_tensor_hooks" / "submission.ipynb")  # lesson from folder
+    _notebook_file(root / "bob" / ".ipynb_checkpoints" / "02_retain_grad-checkpoint.ipynb")
+    _notebook_file(root / "loose.ipynb")
+    (root / "ann" / "notes.txt").write_text("x")
+    found, skipped = collect(root, LESSONS, tmp_path / "work")
+    got = {(s.student, s.lesson) for s in found}
+    assert got == {("ann", "01_leaf_and_intermediate"), ("bob", "02_retain_grad"),
+                   ("bob", "03_tensor_hooks"), ("", None)}
+    assert any("notes.txt" in item for item in skipped)
+
+
+def test_collect_zip_wrapped_and_unsafe(tmp_path):
+    archive = tmp_path / "class.zip"
+    buffer = io.BytesIO()
+    nbformat.write(new_notebook(), buffer_text := io.StringIO())
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("export/ann/01_leaf_and_intermediate.ipynb", buffer_text.getvalue())
+        zf.writestr("export/bob/02_retain_grad.ipynb", buffer_text.getvalue())
+        zf.writestr("__MACOSX/export/ann/._01_leaf_and_intermediate.ipynb", b"junk")
+        zf.writestr("../../escape.ipynb", buffer_text.getvalue())
+    del buffer
+    found, skipped = collect(archive, LESSONS, tmp_path / "work")
+    assert {(s.student, s.lesson) for s in found} == {("ann", "01_leaf_and_intermediate"),
+                                                     ("bob", "02_retain_grad")}
+    assert any("outside" in item for item in skipped)
+    assert not (tmp_path / "escape.ipynb").exists()
+
+
+def test_a_single_student_in_nbgrader_layout_is_not_a_wrapper(tmp_path):
+    root = tmp_path / "class"
+    _notebook_file(root / "ann" / "02_retain_grad" / "02_retain_grad.ipynb")
+    found, _ = collect(root, LESSONS, tmp_path / "work")
+    assert [(s.student, s.lesson) for s in found] == [("ann", "02_retain_grad")]
+
+
+def test_newest_duplicate_wins(tmp_path):
+    now = time.time()
+    old = _notebook_file(tmp_path / "ann" / "02_retain_grad.ipynb", now - 100)
+    new = _notebook_file(tmp_path / "ann" / "02_retain_grad (1).ipynb", now)
+    found, _ = collect(tmp_path, LESSONS, tmp_path / "work")
+    chosen, note = pick_newest(found)
+    assert chosen.path == new and old.name in note and "newest" in note
+    os.utime(old, (now + 100, now + 100))
+    found, _ = collect(tmp_path, LESSONS, tmp_path / "work")
+    assert pick_newest(found)[0].path == old
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"", "empty"),
+    (b"{\"cells\": [", "JSON"),
+    (b"\xff\xfe\x00garbage", "not text"),
+    (b"[1, 2, 3]", "not a Jupyter notebook"),
+    (b'{"cells": [{"cell_type": "code"}], "metadata": {}, "nbformat": 4, '
+     b'"nbformat_minor": 5}', "not a valid Jupyter notebook"),
+])
+def test_unreadable_notebooks(tmp_path, content, words):
+    path = tmp_path / "x.ipynb"
+    path.write_bytes(content)
+    nb, reason = read_notebook(path)
+    assert nb is None and words in reason
+
+
+@pytest.fixture(scope="module")
+def fixture_specs(tmp_path_factory):
+    from autograder.nbgrader_inproc import course_config, register_lessons
+
+    root = fixture_course.build_course(tmp_path_factory.mktemp("course"))
+    specs = register_lessons(course_config(root), list(fixture_course.LESSONS))
+    ids = {lesson: set(spec.graded_ids) for lesson, spec in specs.items()}
+    return root, specs, ids
+
+
+def test_check_lesson_cells(tmp_path, fixture_specs):
+    from autograder.demo import Lessons
+
+    root, specs, ids = fixture_specs
+    a, b = fixture_course.LESSONS
+    course = Lessons(root)
+
+    def checked(nb, lesson=a):
+        path = tmp_path / "nb.ipynb"
+        nbformat.write(nb, path)
+        return check(path, lesson, specs[lesson], ids)
+
+    assert checked(course.blank(a)) == (None, "", [])
+    assert checked(course.correct(a)) == (None, "", [])
+    status, reason, _ = checked(course.correct(b))
+    assert status == "invalid" and f"lesson {b}" in reason
+    status, reason, _ = checked(course.without_first_test(a))
+    assert status == "invalid" and "01-ex1-test" in reason
+    status, _, notes = checked(course.with_edited_test(a))
+    assert status is None and "01-ex1-test" in notes[0] and "restored" in notes[0]
+    status, reason, _ = checked(new_notebook(cells=[new_code_cell("print(1)")]))
+    assert status == "invalid" and "None of the exercise cells" in reason
+
+
+def test_hidden_test_tracebacks_are_reduced():
+    test_cell = new_code_cell(
+        "check()\n### BEGIN HIDDEN TESTS\nassert secret_probe() == 3\n### END HIDDEN TESTS",
+        metadata={"nbgrader": {"grade": True, "grade_id": "t", "locked": True, "points": 1,
+                               "schema_version": 3, "solution": False, "task": False}})
+    traceback = ["-----", "Cell In[3], line 3", "----> 3 assert secret_probe() == 3",
+                 "\x1b[0;31mAssertionError\x1b[0m: "]
+    test_cell.outputs = [new_output("error", ename="AssertionError", evalue="",
+                                    traceback=traceback)]
+    answer = new_code_cell("secret_probe()", metadata={})
+    answer.outputs = [new_output("error", ename="NameError", evalue="x",
+                                 traceback=["line with secret_probe", "NameError: x"])]
+    nb = new_notebook(cells=[answer, test_cell])
+    nb, _ = HideTestTracebacks().preprocess(nb, {})
+    assert nb.cells[1].outputs[0].traceback == ["\x1b[0;31mAssertionError\x1b[0m"]
+    assert len(nb.cells[0].outputs[0].traceback) == 2  # the student's own cells keep theirs
+
+
+def test_feedback_preprocessors_hide_before_clearing():
+    from autograder.nbgrader_inproc import course_config, feedback_preprocessors
+
+    names = [p.__name__ if isinstance(p, type) else p
+             for p in feedback_preprocessors(course_config(fixture_course.REPO))]
+    assert names.index("HideTestTracebacks") < names.index("ClearHiddenTests")
+    assert "GetGrades" in names
+
+
+def test_progress_is_quiet_under_ci(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("CI", "true")
+    assert not Progress(3, stream=Terminal()).enabled
+    monkeypatch.delenv("CI")
+    assert Progress(3, stream=Terminal()).enabled
+    assert not Progress(3, stream=io.StringIO()).enabled
+
+
+@pytest.mark.parametrize("text, size", [("4G", 4 << 30), ("512M", 512 << 20), ("2.5GiB", int(2.5 * (1 << 30))),
+                                        ("3", 3 << 30), ("0", 0), ("none", 0)])
+def test_memory_size(text, size):
+    assert memory_size(text) == size
+
+
+def test_command_reports_bad_input(tmp_path, capsys):
+    from autograder.__main__ import main
+
+    assert main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out")]) == 2
+    assert "does not exist" in capsys.readouterr().err
