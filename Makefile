@@ -24,9 +24,9 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(BIN)/python -c "import coursekit, autograder"
 	@touch $@
 
-## lab: open the student notebooks in JupyterLab
+## lab: open the student notebooks in JupyterLab (nbgrader's instructor panels hidden, Validate kept)
 lab: setup
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/student $(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
 ## lab-solutions: open the instructor notebooks (solutions and hidden tests) in JupyterLab
 lab-solutions: setup
