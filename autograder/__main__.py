@@ -43,6 +43,10 @@ def _add_grading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-limit", type=memory_size, default=DEFAULT_MEMORY_LIMIT,
                         help="memory each notebook may use, e.g. 4G or 512M; 0 for no limit "
                              "(default: 4G)")
+    parser.add_argument("--no-prologue-sharing", dest="share_prologue", action="store_false",
+                        help="run every notebook from its first cell in its own process "
+                             "(default: the cells before a lesson's first exercise run once "
+                             "for all notebooks that have them unchanged)")
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="always show the progress bar")
@@ -99,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             grade_class(submissions, out, course_root=args.course_root, jobs=args.jobs,
                         lessons=args.lessons, engine=args.engine, timeout=args.timeout,
-                        memory_limit=args.memory_limit, progress=args.progress)
+                        memory_limit=args.memory_limit, progress=args.progress,
+                        share_prologue=args.share_prologue)
         except (FileNotFoundError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

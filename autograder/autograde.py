@@ -45,6 +45,7 @@ class Settings:
     memory_limit: int = 4 * GiB
     lock_path: str = ""
     threads: int = 0  # torch threads per notebook (engine fork); 0: torch's default
+    share_prologue: bool = True  # run a lesson's cells before its first exercise once
 
 
 @dataclass
@@ -56,7 +57,8 @@ class Result:
     status: str = "graded"
     reason: str = ""
     seconds: float = 0.0  # the whole grading of this notebook
-    run_seconds: float = 0.0  # its cells' own running time (engine fork)
+    run_seconds: float = 0.0  # running time of the cells run for it (engine fork)
+    shared_seconds: float = 0.0  # running time of its prologue, run once for many
     log: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -73,6 +75,7 @@ def grading_config(settings: Settings) -> Config:
     extra.ForkedExecute.timeout = settings.timeout
     extra.ForkedExecute.memory_limit = settings.memory_limit
     extra.ForkedExecute.threads = settings.threads
+    extra.ForkedExecute.share_prologue = settings.share_prologue
     config = course_config(Path(settings.course_root), extra)
     if "max_lines" in config.LimitOutput:
         config.ForkedExecute.max_lines = config.LimitOutput.max_lines
@@ -231,6 +234,7 @@ def grade_submission(settings: Settings, config: Config, student: str, lesson: s
             failure = f"{type(err).__name__}: {err}".strip().rstrip(":")
         if executor.LAST_RUN is not None:
             result.run_seconds = executor.LAST_RUN.cell_seconds
+            result.shared_seconds = executor.LAST_RUN.shared_seconds
         nb = None
         if autograded.is_file():
             try:

@@ -21,21 +21,26 @@ from __future__ import annotations
 
 from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
 
+import atexit
 import ctypes
+import hashlib
 import json
 import os
 import select
+import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
 import traceback
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from nbformat import NotebookNode, from_dict
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
@@ -297,109 +302,200 @@ def prepare_worker(preload: list[str] | tuple[str, ...] = ()) -> None:
 def _set_parent_death_signal() -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the worker
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the parent
     except (OSError, AttributeError):  # pragma: no cover (not Linux)
+        pass
+
+
+class _Channel:
+    """JSON lines to the worker, on a pipe or a socket."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, message: dict) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            written = os.write(self.fd, data)
+            data = data[written:]
+
+
+def _on_alarm(signum, frame):
+    raise CellTimeout()
+
+
+def _enter_process(memory_limit: int, threads: int) -> None:
+    """Make this freshly forked process a notebook's: own session, limits, no terminal."""
+    import resource
+
+    os.setsid()
+    _set_parent_death_signal()
+    if memory_limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(os.devnull)
+    if threads > 0:  # this notebook's share of the cores (no oversubscription)
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[name] = str(threads)
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(threads)
+    # The worker silences warnings while nbgrader works; a notebook sees Python's defaults.
+    warnings.filters[:] = _PRISTINE_WARNING_FILTERS
+    warnings._filters_mutated()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _capture_output() -> dict:
+    """sys.stdout/stderr to the recorder; file descriptors 1 and 2 (C code) to fresh files,
+    read after each cell."""
+    captures = {}
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        handle = tempfile.TemporaryFile()
+        os.dup2(handle.fileno(), fd)
+        captures[name] = [handle, 0]
+    sys.stdout = _Stream("stdout", 1)
+    sys.stderr = _Stream("stderr", 2)
+    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+    return captures
+
+
+def _enter_folder(cwd: str, previous: str | None = None) -> None:
+    os.chdir(cwd)
+    if previous and previous in sys.path:
+        sys.path.remove(previous)
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _run_here(cells: list[tuple[int, str]], channel: _Channel, timeout: float, max_lines: int,
+              captures: dict) -> str:
+    """Run `cells` in this process's shell, reporting each; return ok, timeout or exit."""
+    global _recorder
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    _recorder = _Recorder(max_lines)
+    for index, source in cells:
+        channel.send({"event": "start", "index": index})
+        timed_out = False
+        count = shell.execution_count
+        began = time.perf_counter()
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            result = shell.run_cell(source, store_history=True)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            count = result.execution_count or count
+            if isinstance(result.error_in_exec, CellTimeout):
+                timed_out = True
+        except CellTimeout:  # raised outside the cell's code (in a hook, for example)
+            timed_out = True
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        seconds = time.perf_counter() - began
+        for name, capture in captures.items():
+            handle, seen = capture
+            size = os.fstat(handle.fileno()).st_size
+            if size > seen:
+                handle.seek(seen)
+                data = handle.read(min(size - seen, MAX_STREAM_BYTES))
+                capture[1] = size
+                _recorder.stream(name, data.decode("utf-8", "replace"))
+        outputs = _recorder.take()
+        for output in outputs:
+            if output["output_type"] == "execute_result":
+                output["execution_count"] = count
+        if timed_out:
+            outputs = [o for o in outputs
+                       if not (o["output_type"] == "error" and o["ename"] == "CellTimeout")]
+            outputs.append(timeout_output(timeout))
+        channel.send({"event": "done", "index": index, "outputs": outputs,
+                      "execution_count": count, "timed_out": timed_out, "seconds": seconds})
+        if timed_out:
+            return "timeout"
+        if getattr(shell, "exit_now", False):
+            channel.send({"event": "exit", "index": index})
+            return "exit"
+    return "ok"
+
+
+def _report_crash(channel_fd: int) -> None:
+    try:
+        os.write(channel_fd, (json.dumps({"event": "crash", "detail": traceback.format_exc()})
+                              + "\n").encode())
+    except OSError:
         pass
 
 
 def _child_main(cells: list[tuple[int, str]], cwd: str, timeout: float, memory_limit: int,
                 max_lines: int, write_fd: int, threads: int = 0) -> None:
     """Run in the forked child: execute the cells, report each one on `write_fd`, never return."""
-    global _recorder
     code = 0
     try:
-        os.setsid()
-        _set_parent_death_signal()
-        channel = os.fdopen(write_fd, "wb", buffering=0)
-
-        def send(message: dict) -> None:
-            channel.write((json.dumps(message) + "\n").encode())
-
-        import resource
-        if memory_limit > 0:
-            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-        # File descriptors 0-2: no input; output of C code goes to files read after each cell.
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        captures = {}
-        for fd, name in ((1, "stdout"), (2, "stderr")):
-            handle = tempfile.TemporaryFile()
-            os.dup2(handle.fileno(), fd)
-            captures[name] = (handle, 0)
-        sys.stdin = open(os.devnull)
-        sys.stdout = _Stream("stdout", 1)
-        sys.stderr = _Stream("stderr", 2)
-        sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-
-        if threads > 0:  # this notebook's share of the cores (no oversubscription)
-            for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-                os.environ[name] = str(threads)
-            if "torch" in sys.modules:
-                sys.modules["torch"].set_num_threads(threads)
-        # The worker silences warnings while nbgrader works; a notebook sees Python's defaults.
-        warnings.filters[:] = _PRISTINE_WARNING_FILTERS
-        warnings._filters_mutated()
-        os.chdir(cwd)
-        if cwd not in sys.path:
-            sys.path.insert(0, cwd)
-        from IPython.core.interactiveshell import InteractiveShell
-        shell = InteractiveShell.instance()
-        _recorder = _Recorder(max_lines)
-
-        def on_alarm(signum, frame):
-            raise CellTimeout()
-
-        signal.signal(signal.SIGALRM, on_alarm)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for index, source in cells:
-            send({"event": "start", "index": index})
-            timed_out = False
-            signal.setitimer(signal.ITIMER_REAL, timeout)
-            count = shell.execution_count
-            began = time.perf_counter()
-            try:
-                result = shell.run_cell(source, store_history=True)
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                count = result.execution_count or count
-                if isinstance(result.error_in_exec, CellTimeout):
-                    timed_out = True
-            except CellTimeout:  # raised outside the cell's code (in a hook, for example)
-                timed_out = True
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            for name, (handle, seen) in list(captures.items()):
-                size = os.fstat(handle.fileno()).st_size
-                if size > seen:
-                    handle.seek(seen)
-                    data = handle.read(min(size - seen, MAX_STREAM_BYTES))
-                    captures[name] = (handle, size)
-                    _recorder.stream(name, data.decode("utf-8", "replace"))
-            outputs = _recorder.take()
-            for output in outputs:
-                if output["output_type"] == "execute_result":
-                    output["execution_count"] = count
-            if timed_out:
-                outputs = [o for o in outputs
-                           if not (o["output_type"] == "error" and o["ename"] == "CellTimeout")]
-                outputs.append(timeout_output(timeout))
-            send({"event": "done", "index": index, "outputs": outputs,
-                  "execution_count": count, "timed_out": timed_out,
-                  "seconds": time.perf_counter() - began})
-            if timed_out:
-                break
-            if getattr(shell, "exit_now", False):
-                send({"event": "exit", "index": index})
-                break
-        send({"event": "end"})
+        channel = _Channel(write_fd)
+        _enter_process(memory_limit, threads)
+        captures = _capture_output()
+        _enter_folder(cwd)
+        _run_here(cells, channel, timeout, max_lines, captures)
+        channel.send({"event": "end"})
     except BaseException:  # noqa: BLE001 (report anything, then leave)
         code = 70
-        try:
-            os.write(write_fd, (json.dumps({"event": "crash",
-                                            "detail": traceback.format_exc()}) + "\n").encode())
-        except OSError:
-            pass
+        _report_crash(write_fd)
+    finally:
+        os._exit(code)
+
+
+def _zygote_main(prologue: list[tuple[int, str]], scratch: str, timeout: float,
+                 memory_limit: int, max_lines: int, sock_fd: int, threads: int) -> None:
+    """A process that runs a lesson's prologue (the cells before its first exercise), then
+    forks a child for each notebook that shares it; never returns."""
+    code = 0
+    try:
+        channel = _Channel(sock_fd)
+        _enter_process(memory_limit, threads)
+        captures = _capture_output()
+        _enter_folder(scratch)
+        before = sorted(os.listdir(scratch))
+        outcome = _run_here(prologue, channel, timeout, max_lines, captures)
+        clean = sorted(os.listdir(scratch)) == before  # a prologue that writes files is not shared
+        channel.send({"event": "prologue", "outcome": outcome, "clean": clean})
+        if outcome != "ok" or not clean:
+            return
+        requests = os.fdopen(os.dup(sock_fd), "rb")
+        for line in requests:
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                _grandchild_main(request, scratch, timeout, max_lines, sock_fd)
+            _, status = os.waitpid(pid, 0)
+            channel.send({"event": "exited", "pid": pid, "status": status})
+    except BaseException:  # noqa: BLE001
+        code = 70
+        _report_crash(sock_fd)
+    finally:
+        os._exit(code)
+
+
+def _grandchild_main(request: dict, scratch: str, timeout: float, max_lines: int,
+                     sock_fd: int) -> None:
+    """A notebook's process forked from a zygote: the prologue has run; run the rest."""
+    code = 0
+    try:
+        channel = _Channel(sock_fd)
+        os.setsid()
+        _set_parent_death_signal()
+        channel.send({"event": "pid", "pid": os.getpid()})
+        captures = _capture_output()
+        _enter_folder(request["cwd"], previous=scratch)
+        _run_here([tuple(cell) for cell in request["cells"]], channel, timeout, max_lines,
+                  captures)
+        channel.send({"event": "end"})
+    except BaseException:  # noqa: BLE001
+        code = 70
+        _report_crash(sock_fd)
     finally:
         os._exit(code)
 
@@ -418,8 +514,12 @@ class Run:
     detail: str = ""
     cell: int | None = None  # index of the cell that timed out or where the process ended
     seconds: float = 0.0  # from the fork to the child's end
-    cell_seconds: float = 0.0  # the cells' own running time
+    cell_seconds: float = 0.0  # running time of the cells run for this notebook
+    shared_seconds: float = 0.0  # running time of its prologue, run once and shared
     executed: dict[int, dict] = field(default_factory=dict)
+    finished: bool = False
+    killed_for_time: bool = False
+    pid: int | None = None
 
 
 def _describe_status(status: int) -> str:
@@ -436,6 +536,86 @@ def _describe_status(status: int) -> str:
     return f"it exited with code {os.WEXITSTATUS(status)} (os._exit or a crash)"
 
 
+class _Reader:
+    """JSON-line events from a file descriptor, with the per-cell deadline."""
+
+    def __init__(self, fd: int, timeout: float) -> None:
+        self.fd, self.timeout, self.buffer = fd, timeout, b""
+        self.closed = False
+
+    def collect(self, run: Run, kill, until: str | None = None) -> dict | None:
+        """Read events into `run` until end of file or the event `until` (returned). A cell
+        that outlives its deadline is killed with `kill(pid)`; then reading goes on briefly
+        for the last messages."""
+        current: int | None = None
+        deadline: float | None = None
+        while True:
+            line = self._line()
+            while line is None and not self.closed:
+                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                ready, _, _ = select.select([self.fd], [], [], wait)
+                if not ready:
+                    if run.killed_for_time:
+                        return None  # nothing more came after the kill
+                    run.killed_for_time = True
+                    run.outcome, run.cell = "timeout", current
+                    kill(run.pid)
+                    deadline = time.monotonic() + GRACE_SECONDS
+                    continue
+                chunk = os.read(self.fd, 1 << 20)
+                if not chunk:
+                    self.closed = True
+                    break
+                self.buffer += chunk
+                line = self._line()
+            if line is None:
+                return None
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            event = message.get("event")
+            if event == until:
+                return message
+            if event == "start":
+                current = message["index"]
+                if not run.killed_for_time:
+                    deadline = time.monotonic() + self.timeout + GRACE_SECONDS
+            elif event == "done":
+                run.executed[message["index"]] = message
+                run.cell_seconds += float(message.get("seconds", 0.0))
+                current = None
+                if not run.killed_for_time:
+                    deadline = None
+                if message.get("timed_out"):
+                    run.outcome, run.cell = "timeout", message["index"]
+            elif event == "exit":
+                run.outcome, run.cell = "exit", message["index"]
+            elif event == "end":
+                run.finished = True
+            elif event == "pid":
+                run.pid = message["pid"]
+            elif event == "crash":
+                run.detail = message.get("detail", "")
+            if run.outcome != "ok" and run.cell is None:
+                run.cell = current
+
+    def _line(self) -> bytes | None:
+        if b"\n" not in self.buffer:
+            return None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+
+def _finish(run: Run, status: int | None, current: int | None = None) -> Run:
+    if not run.finished and run.outcome == "ok":
+        run.outcome = "died"
+        run.cell = run.cell if run.cell is not None else current
+        detail = _describe_status(status) if status is not None else "it vanished"
+        run.detail = detail + (f"\n{run.detail}" if run.detail else "")
+    return run
+
+
 def run_cells(cells: list[tuple[int, str]], cwd: str, *, timeout: float, memory_limit: int,
               max_lines: int, threads: int = 0) -> Run:
     """Fork a child that runs `cells` (index, source) in `cwd`; collect what it reports."""
@@ -446,60 +626,29 @@ def run_cells(cells: list[tuple[int, str]], cwd: str, *, timeout: float, memory_
         os.close(read_fd)
         _child_main(cells, cwd, timeout, memory_limit, max_lines, write_fd, threads)
     os.close(write_fd)
-    run = Run()
-    buffer = b""
-    current: int | None = None
-    deadline: float | None = None
-    finished = False
-    killed_for_time = False
+    run = Run(pid=pid)
+    reader = _Reader(read_fd, timeout)
     try:
-        while True:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([read_fd], [], [], wait)
-            if not ready:  # the cell ignored SIGALRM: kill the process
-                killed_for_time = True
-                _kill_group(pid)
-                break
-            chunk = os.read(read_fd, 1 << 20)
-            if not chunk:
-                break
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    continue
-                event = message.get("event")
-                if event == "start":
-                    current = message["index"]
-                    deadline = time.monotonic() + timeout + GRACE_SECONDS
-                elif event == "done":
-                    run.executed[message["index"]] = message
-                    run.cell_seconds += float(message.get("seconds", 0.0))
-                    current, deadline = None, None
-                    if message.get("timed_out"):
-                        run.outcome, run.cell = "timeout", message["index"]
-                elif event == "exit":
-                    run.outcome, run.cell = "exit", message["index"]
-                elif event == "end":
-                    finished = True
-                elif event == "crash":
-                    run.detail = message.get("detail", "")
+        reader.collect(run, lambda _: _kill_group(pid))
     finally:
         os.close(read_fd)
         _, status = os.waitpid(pid, 0)
         _kill_group(pid)  # whatever the notebook started in the background
         run.seconds = time.monotonic() - started
-    if killed_for_time:
-        run.outcome, run.cell = "timeout", current
-    elif not finished and run.outcome == "ok":
-        run.outcome, run.cell = "died", current
-        run.detail = _describe_status(status) + (f"\n{run.detail}" if run.detail else "")
-    return run
+    return _finish(run, status, _started_not_done(run, cells))
 
 
-def _kill_group(pid: int) -> None:
+def _started_not_done(run: Run, cells: list[tuple[int, str]]) -> int | None:
+    """The cell the process was running when it ended: the first one not reported done."""
+    for index, _ in cells:
+        if index not in run.executed:
+            return index
+    return None
+
+
+def _kill_group(pid: int | None) -> None:
+    if not pid:
+        return
     for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
             target()
@@ -507,18 +656,151 @@ def _kill_group(pid: int) -> None:
             pass
 
 
+# --------------------------------------------------------------------------------------------
+# Prologues shared through a zygote process
+
+class _Zygote:
+    """A forked process that has run a prologue and forks a child for each notebook."""
+
+    def __init__(self, prologue: list[str], *, timeout: float, memory_limit: int,
+                 max_lines: int, threads: int) -> None:
+        self.timeout = timeout
+        self.scratch = tempfile.mkdtemp(prefix="autograder-prologue-")
+        ours, theirs = socket.socketpair()
+        cells = list(enumerate(prologue))
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (measured through the tests)
+            ours.close()
+            _zygote_main(cells, self.scratch, timeout, memory_limit, max_lines,
+                         theirs.fileno(), threads)
+        theirs.close()
+        self.pid, self.sock = pid, ours
+        self.reader = _Reader(ours.fileno(), timeout)
+        self.prologue = Run(pid=pid)
+        end = self.reader.collect(self.prologue, lambda _: _kill_group(pid), until="prologue")
+        self.prologue.seconds = time.monotonic() - started
+        self.ok = bool(end and end.get("outcome") == "ok" and end.get("clean"))
+        self.used = False
+        if not self.ok:
+            self.close()
+
+    def run(self, cells: list[tuple[int, str]], cwd: str) -> Run | None:
+        """Run `cells` in a child of the zygote; None if the zygote itself has gone."""
+        started = time.monotonic()
+        run = Run()
+        try:
+            self.sock.sendall((json.dumps({"cells": cells, "cwd": cwd}) + "\n").encode())
+        except OSError:
+            self.ok = False
+            return None
+        exited = self.reader.collect(run, _kill_group, until="exited")
+        if exited is None:
+            if run.pid is None and not run.executed:  # the zygote did not answer at all
+                self.close()
+                return None
+            # The child was killed for time or the zygote went away: what it sent stands.
+            if self.reader.closed:
+                self.close()
+            status = None
+        else:
+            status = exited.get("status")
+            run.pid = exited.get("pid", run.pid)
+        _kill_group(run.pid)
+        run.seconds = time.monotonic() - started
+        self.used = True
+        return _finish(run, status, _started_not_done(run, cells))
+
+    def close(self) -> None:
+        self.ok = False
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        _kill_group(self.pid)
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+_ZYGOTES: "OrderedDict[str, _Zygote]" = OrderedDict()
+MAX_ZYGOTES = 2  # per worker: the lesson being graded and one more
+
+
+def _close_zygotes() -> None:
+    while _ZYGOTES:
+        _ZYGOTES.popitem()[1].close()
+
+
+atexit.register(_close_zygotes)
+
+
+def _prologue_end(nb: NotebookNode) -> int:
+    """Index of the notebook's first exercise cell (answer or test): the prologue ends there."""
+    for index, cell in enumerate(nb.cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution") or meta.get("grade"):
+            return index
+    return len(nb.cells)
+
+
+def _run_shared(cells, nb, cwd, *, timeout, memory_limit, max_lines, threads) -> Run | None:
+    end = _prologue_end(nb)
+    prologue = [(i, source) for i, source in cells if i < end]
+    rest = [(i, source) for i, source in cells if i >= end]
+    if not prologue:
+        return None
+    key = hashlib.sha256(json.dumps([[s for _, s in prologue], timeout, memory_limit,
+                                     max_lines, threads]).encode()).hexdigest()
+    zygote = _ZYGOTES.get(key)
+    built = zygote is None
+    if built:
+        while len(_ZYGOTES) >= MAX_ZYGOTES:
+            _ZYGOTES.popitem(last=False)[1].close()
+        zygote = _Zygote([s for _, s in prologue], timeout=timeout, memory_limit=memory_limit,
+                         max_lines=max_lines, threads=threads)
+        if not zygote.ok:
+            return None  # the prologue timed out, died or wrote files: run it all in one child
+        _ZYGOTES[key] = zygote
+    _ZYGOTES.move_to_end(key)
+    run = zygote.run(rest, cwd)
+    if run is None:
+        _ZYGOTES.pop(key, None)
+        return None
+    for position, (index, _) in enumerate(prologue):
+        run.executed[index] = zygote.prologue.executed[position]
+    if built:
+        run.cell_seconds += zygote.prologue.cell_seconds
+        run.seconds += zygote.prologue.seconds
+    else:
+        run.shared_seconds = zygote.prologue.cell_seconds
+    return run
+
+
 def execute_notebook(nb: NotebookNode, cwd: str, *, timeout: float, memory_limit: int,
-                     max_lines: int = 1000, threads: int = 0) -> Run:
-    """Run the code cells of `nb` in a forked child and store their outputs in `nb`."""
+                     max_lines: int = 1000, threads: int = 0, share_prologue: bool = False) -> Run:
+    """Run the code cells of `nb` in a forked child and store their outputs in `nb`.
+
+    With `share_prologue` the cells before the first exercise run once in a zygote process
+    for all the notebooks that have exactly the same ones (a lesson's worked examples), and
+    each notebook's child is forked from it; only with one thread per notebook (a process
+    that used an OpenMP thread pool cannot safely fork)."""
     cells = [(i, cell.source) for i, cell in enumerate(nb.cells)
              if cell.cell_type == "code" and cell.source.strip()]
     for cell in nb.cells:  # what nbclient does before running a cell
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
-    run = run_cells(cells, cwd, timeout=timeout, memory_limit=memory_limit, max_lines=max_lines,
-                    threads=threads)
-    stopped_at = None
+    run = None
+    if share_prologue and threads == 1:
+        run = _run_shared(cells, nb, cwd, timeout=timeout, memory_limit=memory_limit,
+                          max_lines=max_lines, threads=threads)
+    if run is None:
+        run = run_cells(cells, cwd, timeout=timeout, memory_limit=memory_limit,
+                        max_lines=max_lines, threads=threads)
+    stopped = False
     for index, _ in cells:
         cell = nb.cells[index]
         done = run.executed.get(index)
@@ -526,19 +808,16 @@ def execute_notebook(nb: NotebookNode, cwd: str, *, timeout: float, memory_limit
             cell.outputs = [from_dict(o) for o in done["outputs"]]
             cell.execution_count = done["execution_count"]
             continue
-        if stopped_at is None:
-            stopped_at = index
-            if run.outcome == "timeout":
-                cell.outputs = [from_dict(timeout_output(timeout))]
-            elif run.outcome == "died" and run.cell == index:
-                cell.outputs = [from_dict(error_output(
-                    DEAD_ENAME, "the process running the notebook ended",
-                    "The process running this notebook ended while this cell ran: "
-                    + run.detail.splitlines()[0] + "."))]
-            else:
-                cell.outputs = [from_dict(_not_run_output(run))]
+        if not stopped and run.cell == index and run.outcome == "timeout":
+            cell.outputs = [from_dict(timeout_output(timeout))]
+        elif not stopped and run.cell == index and run.outcome == "died":
+            cell.outputs = [from_dict(error_output(
+                DEAD_ENAME, "the process running the notebook ended",
+                "The process running this notebook ended while this cell ran: "
+                + run.detail.splitlines()[0] + "."))]
         else:
             cell.outputs = [from_dict(_not_run_output(run))]
+        stopped = True
     return run
 
 
@@ -561,11 +840,14 @@ class ForkedExecute(NbGraderPreprocessor):
     max_lines = Integer(1000, help="Lines of a cell's stream output kept.").tag(config=True)
     threads = Integer(0, help="Threads for torch and OpenMP in the notebook (0: their "
                               "default, one per core).").tag(config=True)
+    share_prologue = Bool(True, help="Run the cells before the first exercise once for all "
+                                     "notebooks that have the same ones.").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
         cwd = resources.get("metadata", {}).get("path") or os.getcwd()
         run = execute_notebook(nb, cwd, timeout=self.timeout, memory_limit=self.memory_limit,
-                               max_lines=self.max_lines, threads=self.threads)
+                               max_lines=self.max_lines, threads=self.threads,
+                               share_prologue=self.share_prologue)
         global LAST_RUN
         LAST_RUN = run
         return nb, resources

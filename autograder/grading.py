@@ -151,7 +151,7 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
                 jobs: int | None = None, lessons: list[str] | None = None,
                 engine: str = "fork", timeout: int | None = None,
                 memory_limit: int = DEFAULT_MEMORY_LIMIT, progress: bool | None = None,
-                echo=print) -> Report:
+                share_prologue: bool = True, echo=print) -> Report:
     """Grade every submission in `submissions` (a folder or a .zip); see the module's doc."""
     started = time.monotonic()
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
@@ -188,7 +188,8 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         settings = Settings(course_root=str(root), out=str(out), engine=engine,
                             timeout=int(timeout or 0), memory_limit=int(memory_limit),
                             lock_path=str(scratch / "gradebook.lock"),
-                            threads=max(1, default_jobs() // workers) if engine == "fork" else 0)
+                            threads=max(1, default_jobs() // workers) if engine == "fork" else 0,
+                            share_prologue=share_prologue)
         install_gradebook_lock(settings.lock_path)
         if not timeout:  # the course's limit, from nbgrader_config.py
             settings.timeout = int(course_config(root).Execute.get("timeout", 60) or 60)
@@ -208,6 +209,8 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
                 lesson_ids[name] = set()
 
         results, tasks = _plan(found, chosen, specs, lesson_ids, skipped)
+        # Lesson by lesson: a worker then runs a lesson's shared prologue once.
+        tasks.sort(key=lambda t: (chosen.index(t["lesson"]), t["student"]))
         _prepare_course(config, root, results, tasks, out)
 
         bar = Progress(len(tasks), progress)
@@ -352,7 +355,7 @@ def _write_log(path: Path, report: Report) -> None:
     for result in report.results:
         lines.append(f"== {result.student_id or '?'} / {result.lesson or '?'}: {result.status}, "
                      f"{result.score:g}/{result.max_score:g}, {result.seconds:.2f} s "
-                     f"(cells {result.run_seconds:.2f} s)")
+                     f"(cells {result.run_seconds:.2f} s, shared {result.shared_seconds:.2f} s)")
         if result.reason:
             lines.append(f"   {result.reason}")
         for line in result.log.splitlines():
