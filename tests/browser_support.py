@@ -202,14 +202,22 @@ def screenshot(page, name: str) -> Path:
     return path
 
 
+# The kernel of the notebook in view is idle: in the notebook's toolbar and in the status bar.
+_KERNEL_IDLE = """() => {
+    const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+    const indicator = panel && panel.querySelector('.jp-Notebook-ExecutionIndicator');
+    const status = [...document.querySelectorAll('#jp-main-statusbar .jp-StatusBar-TextItem')]
+        .some(item => /\\|\\s*Idle$/.test(item.textContent.trim()));
+    return !!indicator && indicator.dataset.status === 'idle' && status;
+}"""
+
+
 def wait_for_kernel_idle(page, timeout: float = 60_000) -> None:
-    """Wait until the notebook's kernel indicator in the toolbar says idle."""
-    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) "
-                           ".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                           timeout=timeout)
+    """Wait until the notebook's kernel is started, connected and idle."""
+    page.wait_for_function(_KERNEL_IDLE, timeout=timeout)
 
 
-# True when no cell of the current notebook waits for or is in execution ([*]).
+# True when no cell of the notebook in view waits for or is in execution (prompt [*]).
 _NO_CELL_RUNNING = """() => {
     const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
     if (!panel) return false;
@@ -218,9 +226,29 @@ _NO_CELL_RUNNING = """() => {
 }"""
 
 
-def wait_for_cells_done(page, timeout: float = 120_000) -> None:
-    page.wait_for_function(_NO_CELL_RUNNING, timeout=timeout)
-    wait_for_kernel_idle(page, timeout)
+def wait_for_run(page, cell, before: str, what: str, timeout: float = 180.0) -> None:
+    """Wait until `cell` has run again (an execution count other than `before`), then for the
+    kernel to be idle. Fails at once, naming the failing cells, when execution stops first
+    (Run All stops at an exception)."""
+    start = time.monotonic()
+    stopped_since = None
+    while True:
+        if execution_count(cell) not in ("", "*", before):
+            wait_for_kernel_idle(page)
+            return
+        now = time.monotonic()
+        if page.evaluate(_NO_CELL_RUNNING):
+            stopped_since = stopped_since or now
+            if now - stopped_since > 3.0:
+                all_cells = cells(page)
+                failing = [i for i in range(all_cells.count()) if has_error(all_cells.nth(i))]
+                raise AssertionError(f"{what} did not run: execution stopped; cells showing "
+                                     f"an exception: {failing}")
+        else:
+            stopped_since = None
+        if now - start > timeout:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} to run")
+        page.wait_for_timeout(100)
 
 
 def cells(page):
