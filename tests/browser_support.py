@@ -91,14 +91,16 @@ def free_port() -> int:
 class JupyterLab:
     """A JupyterLab server from the project's environment, serving `root_dir` on 127.0.0.1.
 
-    `cwd` is where nbgrader's server extensions look for nbgrader_config.py. State that
+    `cwd` is where nbgrader's server extensions look for nbgrader_config.py; `config_path`, a
+    folder of extra Jupyter configuration (JUPYTER_CONFIG_PATH, as `make lab` sets it). State that
     JupyterLab would keep in the home folder (settings, workspaces, runtime files) goes to
     `state_dir`, so runs do not see each other's layouts.
     """
 
     def __init__(self, root_dir: Path, state_dir: Path, cwd: Path | None = None,
-                 log_path: Path | None = None):
+                 config_path: Path | None = None, log_path: Path | None = None):
         self.root_dir = Path(root_dir)
+        self.config_path = Path(config_path) if config_path else None
         self.state_dir = Path(state_dir)
         self.cwd = Path(cwd) if cwd else self.root_dir
         self.log_path = Path(log_path) if log_path else self.state_dir / "jupyter.log"
@@ -133,6 +135,8 @@ class JupyterLab:
             "IPYTHONDIR": str(self.state_dir / "ipython"),
             "PYTHONUNBUFFERED": "1",
         })
+        if self.config_path:
+            env["JUPYTER_CONFIG_PATH"] = str(self.config_path)
         command = [
             str(VENV_BIN / "jupyter"), "lab",
             "--no-browser",

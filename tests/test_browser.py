@@ -67,12 +67,14 @@ def page(browser, request):
 @pytest.fixture
 def student_lab(tmp_path):
     """JupyterLab as `make lab` starts it (from the repository root, so that nbgrader's
-    Validate reads the course's nbgrader_config.py), over a copy of notebooks/: the test
-    never changes the repository's notebooks."""
+    Validate reads the course's nbgrader_config.py, and with the students' Jupyter
+    configuration in jupyter/student), over a copy of notebooks/: the test never changes the
+    repository's notebooks."""
     notebooks = tmp_path / "notebooks"
     shutil.copytree(REPO_ROOT / "notebooks", notebooks,
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    server = JupyterLab(root_dir=notebooks, state_dir=tmp_path / "jupyter", cwd=REPO_ROOT)
+    server = JupyterLab(root_dir=notebooks, state_dir=tmp_path / "jupyter", cwd=REPO_ROOT,
+                        config_path=REPO_ROOT / "jupyter" / "student")
     server.start()
     try:
         yield server
@@ -104,6 +106,9 @@ def test_student_runs_lesson_01_answers_an_exercise_and_validates(page, student_
     cells = lab_page.cells(page)
     assert cells.count() == len(notebook.cells), "JupyterLab shows another number of cells"
     assert "raise NotImplementedError()" in cells.nth(first_answer).inner_text()
+    # Students get nbgrader's Validate button, not its instructor panels.
+    assert page.locator(".validate-button").is_visible()
+    assert page.get_by_text("Create Assignment").count() == 0
     screenshot(page, "student-01-lesson-opened")
 
     # 2. Run > Run All Cells. Run All stops at the first failing cell: the test cell under
