@@ -682,6 +682,7 @@ class _Zygote:
         self.prologue.seconds = time.monotonic() - started
         self.ok = bool(end and end.get("outcome") == "ok" and end.get("clean"))
         self.used = False
+        self.group = ""
         if not self.ok:
             self.close()
 
@@ -726,7 +727,7 @@ class _Zygote:
 
 
 _ZYGOTES: "OrderedDict[str, _Zygote]" = OrderedDict()
-MAX_ZYGOTES = 2  # per worker: the lesson being graded and one more
+MAX_ZYGOTES = 2  # per worker and lesson: the usual prologue and one a student changed
 
 
 def _close_zygotes() -> None:
@@ -746,7 +747,8 @@ def _prologue_end(nb: NotebookNode) -> int:
     return len(nb.cells)
 
 
-def _run_shared(cells, nb, cwd, *, timeout, memory_limit, max_lines, threads) -> Run | None:
+def _run_shared(cells, nb, cwd, *, timeout, memory_limit, max_lines, threads,
+                group: str = "") -> Run | None:
     end = _prologue_end(nb)
     prologue = [(i, source) for i, source in cells if i < end]
     rest = [(i, source) for i, source in cells if i >= end]
@@ -757,10 +759,14 @@ def _run_shared(cells, nb, cwd, *, timeout, memory_limit, max_lines, threads) ->
     zygote = _ZYGOTES.get(key)
     built = zygote is None
     if built:
+        # Notebooks come lesson by lesson: another lesson's zygote will not be needed again.
+        for other in [k for k, z in _ZYGOTES.items() if z.group != group]:
+            _ZYGOTES.pop(other).close()
         while len(_ZYGOTES) >= MAX_ZYGOTES:
             _ZYGOTES.popitem(last=False)[1].close()
         zygote = _Zygote([s for _, s in prologue], timeout=timeout, memory_limit=memory_limit,
                          max_lines=max_lines, threads=threads)
+        zygote.group = group
         if not zygote.ok:
             return None  # the prologue timed out, died or wrote files: run it all in one child
         _ZYGOTES[key] = zygote
@@ -780,7 +786,8 @@ def _run_shared(cells, nb, cwd, *, timeout, memory_limit, max_lines, threads) ->
 
 
 def execute_notebook(nb: NotebookNode, cwd: str, *, timeout: float, memory_limit: int,
-                     max_lines: int = 1000, threads: int = 0, share_prologue: bool = False) -> Run:
+                     max_lines: int = 1000, threads: int = 0, share_prologue: bool = False,
+                     group: str = "") -> Run:
     """Run the code cells of `nb` in a forked child and store their outputs in `nb`.
 
     With `share_prologue` the cells before the first exercise run once in a zygote process
@@ -796,7 +803,7 @@ def execute_notebook(nb: NotebookNode, cwd: str, *, timeout: float, memory_limit
     run = None
     if share_prologue and threads == 1:
         run = _run_shared(cells, nb, cwd, timeout=timeout, memory_limit=memory_limit,
-                          max_lines=max_lines, threads=threads)
+                          max_lines=max_lines, threads=threads, group=group)
     if run is None:
         run = run_cells(cells, cwd, timeout=timeout, memory_limit=memory_limit,
                         max_lines=max_lines, threads=threads)
@@ -847,7 +854,8 @@ class ForkedExecute(NbGraderPreprocessor):
         cwd = resources.get("metadata", {}).get("path") or os.getcwd()
         run = execute_notebook(nb, cwd, timeout=self.timeout, memory_limit=self.memory_limit,
                                max_lines=self.max_lines, threads=self.threads,
-                               share_prologue=self.share_prologue)
+                               share_prologue=self.share_prologue,
+                               group=resources.get("nbgrader", {}).get("assignment", ""))
         global LAST_RUN
         LAST_RUN = run
         return nb, resources

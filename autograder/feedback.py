@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
 
+import contextlib
 import html
+import re
 from pathlib import Path
 
 from nbformat import NotebookNode
@@ -68,3 +70,94 @@ def write_notice(path: Path, *, student: str, lesson: str, status: str, reason: 
                                  reason=html.escape(reason), score=score,
                                  max_score=max_score), encoding="utf-8")
     return path
+
+
+_IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\balt=)", flags=re.IGNORECASE)
+
+
+class _NoSoup:
+    """Stands in for BeautifulSoup in nbconvert's HTMLExporter while feedback is written.
+
+    After rendering, HTMLExporter re-parses the whole page with BeautifulSoup's pure-Python
+    parser to add alt text to images and tabindex to JupyterLab-template cells: most of the
+    cost of a feedback page. nbgrader's feedback template has no JupyterLab cells, so the alt
+    text (the same words) is all there is to add, which a regular expression does."""
+
+    def __init__(self, markup: str, features: str | None = None) -> None:
+        self.markup = _IMG_WITHOUT_ALT.sub(
+            '<img alt="No description has been provided for this image"', markup)
+
+    def select(self, selector: str) -> list:
+        return []
+
+    def __str__(self) -> str:
+        return self.markup
+
+
+class _CachedHighlighter:
+    """nbconvert's code highlighter, remembering what it highlighted: a lesson's code cells
+    are the same in every student's notebook."""
+
+    def __init__(self, highlighter) -> None:
+        self.highlighter = highlighter
+        self.cache: dict = {}
+
+    def __call__(self, source, language=None, metadata=None):
+        key = (source, language, repr(metadata) if metadata else "")
+        found = self.cache.get(key)
+        if found is None:
+            found = self.highlighter(source, language, metadata)
+            if len(self.cache) < 50_000:
+                self.cache[key] = found
+        return found
+
+
+_HIGHLIGHTERS: dict = {}
+
+
+def feedback_exporter_class():
+    """HTMLExporter that remembers rendered markdown and highlighted code across notebooks."""
+    from nbconvert.exporters.html import HTMLExporter, contextfilter
+
+    class FeedbackHTMLExporter(HTMLExporter):
+        _markdown: dict = {}
+
+        @contextfilter
+        def markdown2html(self, context, source):
+            cell = context.get("cell", {})
+            if cell.get("attachments"):
+                return super().markdown2html(context, source)
+            path = context.get("resources", {}).get("metadata", {}).get("path", "")
+            key = (source, path)
+            found = self._markdown.get(key)
+            if found is None:
+                found = super().markdown2html(context, source)
+                if len(self._markdown) < 50_000:
+                    self._markdown[key] = found
+            return found
+
+    return FeedbackHTMLExporter
+
+
+@contextlib.contextmanager
+def quick_html_export():
+    """While active, HTMLExporter skips its BeautifulSoup pass (see `_NoSoup`) and highlights
+    code through a cache."""
+    from nbconvert.exporters import html as html_exporter
+
+    original_soup, original_highlight = html_exporter.BeautifulSoup, html_exporter.Highlight2HTML
+
+    def highlighter(pygments_lexer=None, **kwargs):
+        found = _HIGHLIGHTERS.get(pygments_lexer)
+        if found is None:
+            found = _HIGHLIGHTERS[pygments_lexer] = _CachedHighlighter(
+                original_highlight(pygments_lexer=pygments_lexer, **kwargs))
+        return found
+
+    html_exporter.BeautifulSoup = _NoSoup
+    html_exporter.Highlight2HTML = highlighter
+    try:
+        yield
+    finally:
+        html_exporter.BeautifulSoup = original_soup
+        html_exporter.Highlight2HTML = original_highlight

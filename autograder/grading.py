@@ -55,6 +55,7 @@ class Report:
     skipped: list[str] = field(default_factory=list)
     jobs: int = 1
     engine: str = "fork"
+    setup_seconds: float = 0.0  # reading and checking the class, before the first notebook
 
     def counts(self) -> Counter:
         return Counter(r.status for r in self.results)
@@ -213,6 +214,7 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         tasks.sort(key=lambda t: (chosen.index(t["lesson"]), t["student"]))
         _prepare_course(config, root, results, tasks, out)
 
+        prepared = time.monotonic()
         bar = Progress(len(tasks), progress)
 
         def collect_result(result: Result) -> None:
@@ -235,7 +237,8 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
     results.sort(key=lambda r: (r.student_id, r.lesson == "", order.get(r.lesson, 1 << 20),
                                 r.lesson, r.reason))
     report = Report(results=results, seconds=time.monotonic() - started, out=out,
-                    skipped=skipped, jobs=jobs, engine=engine)
+                    skipped=skipped, jobs=jobs, engine=engine,
+                    setup_seconds=prepared - started)
     write_grades(out / "grades.csv", results)
     _write_log(out / "grading.log", report)
     if echo:
@@ -349,7 +352,9 @@ def write_grades(path: Path, results: list[Result]) -> None:
 
 
 def _write_log(path: Path, report: Report) -> None:
-    lines = [report.summary(), ""]
+    lines = [report.summary(),
+             f"Set-up (reading, checking and importing the class) took "
+             f"{report.setup_seconds:.1f} s of {report.seconds:.1f} s.", ""]
     if report.skipped:
         lines += ["Skipped files:", *[f"  {item}" for item in report.skipped], ""]
     for result in report.results:

@@ -329,12 +329,21 @@ _FEEDBACK: dict[int, tuple] = {}  # id(config) -> (config, derived config, conve
 def _feedback_converter_class():
     from nbconvert.writers import FilesWriter
     from nbgrader.converters import GenerateFeedback
+    from traitlets import default
+
+    from autograder.feedback import feedback_exporter_class, quick_html_export
+
+    exporter_class = feedback_exporter_class()
 
     class ReusingGenerateFeedback(GenerateFeedback):
         """GenerateFeedback that keeps its HTML exporter (and its compiled Jinja templates)
         from one notebook to the next; nbgrader builds a new one for every call."""
 
         shared_exporter: list = []
+
+        @default("exporter_class")
+        def _exporter_class_default(self):
+            return exporter_class
 
         def start(self) -> None:
             self.init_notebooks()
@@ -348,7 +357,8 @@ def _feedback_converter_class():
             currdir = os.getcwd()
             os.chdir(self.coursedir.root)
             try:
-                self.convert_notebooks()
+                with quick_html_export():
+                    self.convert_notebooks()
             finally:
                 os.chdir(currdir)
 
@@ -369,6 +379,37 @@ def generate_feedback(config: Config, student: str, lesson: str) -> Path:
     converter.force = True
     converter.start()
     return Path(course.format_path(course.feedback_directory, student, lesson)) / f"{lesson}.html"
+
+
+def warm_feedback(config: Config) -> None:
+    """Compile the feedback templates now (in a worker's start-up, not its first notebook)."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+    from autograder.feedback import quick_html_export
+
+    cached = _FEEDBACK.get(id(config))
+    if cached is None or cached[0] is not config:
+        derived = copy.deepcopy(config)
+        derived.GenerateFeedback.preprocessors = feedback_preprocessors(config)
+        cached = _FEEDBACK[id(config)] = (config, derived, _feedback_converter_class())
+    _, derived, converter_class = cached
+    if converter_class.shared_exporter:
+        return
+    course = coursedir(derived)
+    converter = converter_class(coursedir=course, config=derived, log=LOG)
+    exporter = converter.exporter_class(parent=converter, config=converter.config)
+    converter_class.shared_exporter.append(exporter)
+    cell = new_code_cell("print(1)\n1 / 0", outputs=[
+        new_output("stream", name="stdout", text="1\n"),
+        new_output("error", ename="ZeroDivisionError", evalue="division by zero",
+                   traceback=["ZeroDivisionError"])])
+    nb = new_notebook(cells=[new_markdown_cell("# Warm-up\n*text*"), cell],
+                      metadata={"language_info": {"name": "python",
+                                                  "pygments_lexer": "ipython3"}})
+    resources = {"nbgrader": {"score": 0, "max_score": 0, "late_penalty": 0}}
+    with quick_html_export():
+        exporter.from_notebook_node(nbformat.from_dict(nb), resources=resources)
 
 
 def safe_student_id(student: str) -> bool:

@@ -40,11 +40,15 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
         from autograder import executor
         executor.prepare_worker(preload)
         from autograder.autograde import grade_submission, grading_config
-        from autograder.nbgrader_inproc import install_gradebook_lock
+        from autograder.nbgrader_inproc import install_gradebook_lock, warm_feedback
 
         settings = Settings(**settings_dict)
         install_gradebook_lock(settings.lock_path)
         config = grading_config(settings)
+        try:
+            warm_feedback(config)
+        except Exception:  # noqa: BLE001 (only a warm-up: the first notebook pays instead)
+            pass
     except BaseException:  # noqa: BLE001
         conn.send(("failed", traceback.format_exc()))
         return
@@ -82,6 +86,7 @@ class _Worker:
         theirs.close()
         self.conn = Connection(ours.detach())
         self.task: dict | None = None
+        self.lesson: str | None = None
         self.ready = False
         self.started = time.monotonic()
 
@@ -119,7 +124,7 @@ class WorkerPool:
 
     def run(self, tasks: Iterable[dict], on_result: Callable[[Result], None]) -> None:
         """Grade `tasks` ({student, lesson, notes}); report each Result as it comes."""
-        pending = deque(tasks)
+        pending = _Queue(tasks)
         if pending:
             self.start(len(pending))
             _run(self, pending, on_result)
@@ -142,7 +147,41 @@ class WorkerPool:
         self.close()
 
 
-def _run(pool: WorkerPool, pending: deque, on_result: Callable[[Result], None]) -> None:
+class _Queue:
+    """Tasks by lesson. A worker keeps to one lesson while it has tasks (it has run that
+    lesson's prologue once), else takes a lesson no other worker is on; only at the end do
+    two workers share a lesson."""
+
+    def __init__(self, tasks: Iterable[dict]) -> None:
+        self.lessons: dict[str, deque] = {}
+        for task in tasks:
+            self.lessons.setdefault(task["lesson"], deque()).append(task)
+
+    def __len__(self) -> int:
+        return sum(len(queue) for queue in self.lessons.values())
+
+    def __iter__(self):
+        for queue in self.lessons.values():
+            yield from queue
+
+    def clear(self) -> None:
+        self.lessons.clear()
+
+    def put_back(self, task: dict) -> None:
+        self.lessons.setdefault(task["lesson"], deque()).appendleft(task)
+
+    def take(self, current: str | None, taken_by_others: set[str]) -> dict | None:
+        if current and self.lessons.get(current):
+            return self.lessons[current].popleft()
+        waiting = [lesson for lesson, queue in self.lessons.items() if queue]
+        if not waiting:
+            return None
+        free = [lesson for lesson in waiting if lesson not in taken_by_others]
+        lesson = free[0] if free else max(waiting, key=lambda name: len(self.lessons[name]))
+        return self.lessons[lesson].popleft()
+
+
+def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None]) -> None:
     settings, preload = pool.settings, pool.preload
     workers = pool.workers
     startup_failures = 0
@@ -161,7 +200,9 @@ def _run(pool: WorkerPool, pending: deque, on_result: Callable[[Result], None]) 
             break
         for worker in workers:
             if worker.task is None and pending:
-                worker.task = pending.popleft()
+                others = {w.lesson for w in workers if w is not worker and w.lesson}
+                worker.task = pending.take(worker.lesson, others)
+                worker.lesson = worker.task["lesson"]
                 worker.conn.send(worker.task)
         ready = wait([w.conn for w in workers])
         for worker in list(workers):
@@ -188,7 +229,7 @@ def _run(pool: WorkerPool, pending: deque, on_result: Callable[[Result], None]) 
             if not worker.ready:  # it never started: its task goes back in the queue
                 startup_failures += 1
                 if worker.task is not None:
-                    pending.appendleft(worker.task)
+                    pending.put_back(worker.task)
             elif worker.task is not None:
                 fail(worker.task, "The grading process died while grading this notebook "
                                   f"(exit code {code}). Your instructor can review it.")
