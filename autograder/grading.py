@@ -181,7 +181,18 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
     scratch = Path(tempfile.mkdtemp(prefix="autograder-grade-"))
     pool = None
     try:
-        found, skipped = collect(submissions, known, scratch, exclude=out)
+        source = submissions
+        if any(source == step or step in source.parents
+               for step in (root / "submitted", root / "autograded", root / "feedback")):
+            # Grading nbgrader's own submitted/ (after `nbgrader collect`): read a copy, since
+            # each file is imported there again.
+            source = scratch / "class"
+            if submissions.is_dir():
+                shutil.copytree(submissions, source)
+            else:
+                source.mkdir()
+                source = Path(shutil.copy(submissions, source))
+        found, skipped = collect(source, known, scratch, exclude=out)
         chosen = list(lessons) if lessons else \
             [name for name in known if any(s.lesson == name for s in found)]
         # One worker per core at most, and each notebook gets its share of the cores.
@@ -302,8 +313,17 @@ def _plan(found: list[Submission], chosen: list[str], specs: dict, lesson_ids: d
                                       reason=" ".join([reason, *notes])))
                 continue
             tasks.append({"student": student, "lesson": lesson, "notes": notes,
-                          "path": str(chosen_file.path)})
+                          "path": str(chosen_file.path),
+                          "timestamp": _timestamp_file(chosen_file)})
     return results, tasks
+
+
+def _timestamp_file(submission: Submission) -> str | None:
+    """nbgrader's timestamp.txt beside a notebook in its layout (<student>/<lesson>/)."""
+    folder = submission.path.parent
+    stamp = folder / "timestamp.txt"
+    in_lesson_folder = len(Path(submission.shown).parts) > 2
+    return str(stamp) if in_lesson_folder and stamp.is_file() else None
 
 
 def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict],
@@ -324,6 +344,8 @@ def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict]
                                          task["lesson"])) / f"{task['lesson']}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(task["path"], target)
+        if task.get("timestamp"):  # nbgrader's submission time, for late penalties
+            shutil.copyfile(task["timestamp"], target.parent / "timestamp.txt")
     with gradebook(config) as gb:
         for student in sorted({student for student, _ in pairs}):
             gb.update_or_create_student(student)

@@ -248,3 +248,21 @@ def test_demo_class_builds_from_the_course(tmp_path, graded):
     students = {p.name for p in dest.iterdir()}
     assert {"correct", "partial", "blank", "broken", "duplicate"} <= students
     shutil.rmtree(dest)
+
+
+def test_regrading_nbgraders_own_submitted_folder(graded):
+    """`grade submitted/` (after nbgrader collect): files kept, timestamps recorded."""
+    from nbgrader.api import Gradebook
+
+    root, base = graded["root"], graded["base"]
+    stamp = root / "submitted" / "correct" / B / "timestamp.txt"
+    stamp.write_text("2030-01-02 03:04:05.000000 UTC")
+    before = tree_digest(root / "submitted")
+    grade(root / "submitted", base / "out-submitted", root, "--lessons", B)
+    rows = read_rows(base / "out-submitted")
+    for student in ("correct", "blank", "partial", "lms"):
+        assert rows[(student, B)]["score"] == graded["rows"][(student, B)]["score"], student
+    after = tree_digest(root / "submitted")
+    assert {k: v[:64] for k, v in after.items()} == {k: v[:64] for k, v in before.items()}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "autograd-hooks") as gb:
+        assert gb.find_submission(B, "correct").timestamp.year == 2030
