@@ -51,6 +51,7 @@ GRACE_SECONDS = 3.0  # after SIGALRM, how long a cell has before its process is 
 MAX_STREAM_BYTES = 4_000_000  # text kept per cell and stream; the rest is dropped
 MAX_DISPLAY_BYTES = 20_000_000  # rich output kept per cell
 GiB = 1 << 30
+MAX_FILE_BYTES = 256 << 20  # no file a notebook writes (its captured output included) grows past this
 
 
 class CellTimeout(BaseException):
@@ -333,6 +334,10 @@ def _enter_process(memory_limit: int, threads: int) -> None:
     if memory_limit > 0:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Output without end from C code or a subprocess (`yes`) must not fill the disk: past the
+    # limit a write fails (EFBIG) instead of killing the process.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -611,7 +616,8 @@ def _finish(run: Run, status: int | None, current: int | None = None) -> Run:
     if not run.finished and run.outcome == "ok":
         run.outcome = "died"
         run.cell = run.cell if run.cell is not None else current
-        detail = _describe_status(status) if status is not None else "it vanished"
+        detail = (_describe_status(status) if status is not None
+                  else "it was killed together with the process it was forked from")
         run.detail = detail + (f"\n{run.detail}" if run.detail else "")
     return run
 

@@ -54,6 +54,7 @@ def build_class(dest: Path, course: Lessons) -> None:
     answer("sys-exit", "import sys\nsys.exit()")
     answer("os-exit", "import os\nos._exit(3)")
     answer("killed", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    answer("kills-parent", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
     answer("hog", "import torch\nhog = [torch.ones(2 ** 26) for _ in range(64)]")
     # Passes the visible check, fails the hidden test: its traceback must not reach feedback.
     answer("hardcoded", "import torch\ndef cube_grad(x):\n    return torch.tensor([3.0, 12.0])")
@@ -160,7 +161,7 @@ def test_exit_kill_and_memory(graded):
     # sys.exit() behaves as in Jupyter: the cell fails, the rest of the notebook runs.
     assert rows[("sys-exit", A)]["status"] == "graded"
     assert rows[("sys-exit", A)]["score"] == "1"
-    for student in ("os-exit", "killed"):
+    for student in ("os-exit", "killed", "kills-parent"):
         assert rows[(student, A)]["status"] == "error", rows[(student, A)]
         assert rows[(student, A)]["score"] == "0"
         assert "ended" in rows[(student, A)]["reason"]
@@ -266,3 +267,29 @@ def test_regrading_nbgraders_own_submitted_folder(graded):
     assert {k: v[:64] for k, v in after.items()} == {k: v[:64] for k, v in before.items()}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "autograd-hooks") as gb:
         assert gb.find_submission(B, "correct").timestamp.year == 2030
+
+
+def test_a_notebook_that_kills_its_worker(graded, tmp_path):
+    """Without a shared prologue the notebook's parent is the worker itself: the worker dies,
+    the notebook is reported, a new worker grades the rest."""
+    from autograder.autograde import Settings
+    from autograder.demo import Lessons
+    from autograder.nbgrader_inproc import gradebook, course_config
+    from autograder.pool import WorkerPool
+
+    root = graded["root"]
+    course = Lessons(root)
+    _write(course.with_answer(A, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+                              base="correct"), root / "submitted" / "killer" / A / f"{A}.ipynb")
+    with gradebook(course_config(root)) as gb:
+        gb.update_or_create_student("killer")
+    settings = Settings(course_root=str(root), out=str(tmp_path), timeout=TIMEOUT,
+                        lock_path=str(tmp_path / "lock"), threads=1, share_prologue=False)
+    results = []
+    with WorkerPool(settings, 1, ["torch"]) as pool:
+        pool.run([{"student": "killer", "lesson": A, "notes": []},
+                  {"student": "correct", "lesson": A, "notes": []}], results.append)
+    by_student = {r.student_id: r for r in results}
+    assert by_student["killer"].status == "error"
+    assert "grading process died" in by_student["killer"].reason
+    assert by_student["correct"].status == "graded" and by_student["correct"].score == 3
