@@ -63,7 +63,7 @@ class Report:
     def summary(self) -> str:
         counts = self.counts()
         notebooks = sum(counts[s] for s in ("graded", "invalid", "timeout", "error"))
-        students = len({r.student_id for r in self.results})
+        students = len({r.student_id for r in self.results if r.student_id})
         failed = counts["invalid"] + counts["timeout"] + counts["error"]
         per = f", {self.seconds / notebooks:.2f} s a notebook" if notebooks else ""
         lines = [f"Graded {counts['graded']} of {notebooks} notebooks from {students} students "
@@ -239,6 +239,10 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
                 collect_result(grade_submission(settings, config, task["student"],
                                                 task["lesson"], task["notes"]))
         bar.finish()
+    except BaseException:
+        if pool is not None:  # interrupted (Ctrl-C) or failed: stop the workers now
+            pool.kill()
+        raise
     finally:
         if pool is not None:
             pool.close()
@@ -248,7 +252,7 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
     results.sort(key=lambda r: (r.student_id, r.lesson == "", order.get(r.lesson, 1 << 20),
                                 r.lesson, r.reason))
     report = Report(results=results, seconds=time.monotonic() - started, out=out,
-                    skipped=skipped, jobs=jobs, engine=engine,
+                    skipped=skipped, jobs=workers if engine == "fork" else 1, engine=engine,
                     setup_seconds=prepared - started)
     write_grades(out / "grades.csv", results)
     _write_log(out / "grading.log", report)

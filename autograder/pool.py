@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections import deque
@@ -43,6 +44,8 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
         from autograder.nbgrader_inproc import install_gradebook_lock, warm_feedback
 
         settings = Settings(**settings_dict)
+        if settings.lock_path:  # the run's scratch folder: removed with it, whatever happens
+            tempfile.tempdir = os.path.dirname(settings.lock_path)
         install_gradebook_lock(settings.lock_path)
         config = grading_config(settings)
         try:
@@ -128,6 +131,11 @@ class WorkerPool:
         if pending:
             self.start(len(pending))
             _run(self, pending, on_result)
+
+    def kill(self) -> None:
+        for worker in self.workers:
+            worker.kill()
+        self.workers = []
 
     def close(self) -> None:
         for worker in self.workers:
