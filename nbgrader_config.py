@@ -2,8 +2,10 @@
 
 import os
 
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+from autograder.feedback import HideTestTracebacks
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
@@ -33,8 +35,12 @@ c.LimitOutput.max_traceback = 100
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"(UserWarning|FutureWarning|DeprecationWarning)"
 
-# Feedback shows the student's notebook with scores, without the hidden tests' source.
+# Feedback shows the student's notebook with scores, without the hidden tests' source: the
+# hidden regions are cut from test cells, and a failing test's traceback (which would quote
+# the failing line) is cut to its last line, the error message.
 c.ClearHiddenTests.enforce_metadata = False
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [
+    GetGrades, HideTestTracebacks, ClearHiddenTests, CSSHTMLHeaderPreprocessor,
+]
 
 c.Exchange.assignment_dir = COURSE_ROOT
