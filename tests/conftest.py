@@ -8,9 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-COURSE_ROOT = Path(__file__).resolve().parent.parent
-LESSONS = sorted(p.name for p in (COURSE_ROOT / "solutions").iterdir()
-                 if (p / f"{p.name}.ipynb").is_file())
+from autograder.release import COURSE_ROOT, lessons
+
+LESSONS = lessons(COURSE_ROOT)
 SPEC_EXAMPLES = json.loads((Path(__file__).parent / "fixtures" / "spec_examples.json").read_text())
 
 

@@ -6,7 +6,6 @@ import re
 
 import nbformat
 
-SOLUTION_REGION = re.compile(r"[ \t]*### BEGIN SOLUTION.*?### END SOLUTION[^\n]*", re.S)
 HIDDEN_REGION = re.compile(r"\n?[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[^\n]*", re.S)
 
 
