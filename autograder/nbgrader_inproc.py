@@ -65,11 +65,6 @@ def coursedir(config: Config, **traits: str):
     return course
 
 
-def db_path(config: Config) -> Path | None:
-    url = str(config.CourseDirectory.db_url)
-    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
-
-
 # --------------------------------------------------------------------------------------------
 # One writer at a time in the gradebook, across processes
 
@@ -365,15 +360,19 @@ def _feedback_converter_class():
     return ReusingGenerateFeedback
 
 
-def generate_feedback(config: Config, student: str, lesson: str) -> Path:
-    """nbgrader generate_feedback for one submission; return the HTML file it wrote."""
+def _feedback_setup(config: Config) -> tuple:
+    """The feedback config and converter class for `config`, made once and then reused."""
     cached = _FEEDBACK.get(id(config))
     if cached is None or cached[0] is not config:
         derived = copy.deepcopy(config)
         derived.GenerateFeedback.preprocessors = feedback_preprocessors(config)
-        converter_class = _feedback_converter_class()
-        cached = _FEEDBACK[id(config)] = (config, derived, converter_class)
-    _, derived, converter_class = cached
+        cached = _FEEDBACK[id(config)] = (config, derived, _feedback_converter_class())
+    return cached[1], cached[2]
+
+
+def generate_feedback(config: Config, student: str, lesson: str) -> Path:
+    """nbgrader generate_feedback for one submission; return the HTML file it wrote."""
+    derived, converter_class = _feedback_setup(config)
     course = coursedir(derived, assignment_id=lesson, student_id=student)
     converter = converter_class(coursedir=course, config=derived, log=LOG)
     converter.force = True
@@ -388,12 +387,7 @@ def warm_feedback(config: Config) -> None:
 
     from autograder.feedback import quick_html_export
 
-    cached = _FEEDBACK.get(id(config))
-    if cached is None or cached[0] is not config:
-        derived = copy.deepcopy(config)
-        derived.GenerateFeedback.preprocessors = feedback_preprocessors(config)
-        cached = _FEEDBACK[id(config)] = (config, derived, _feedback_converter_class())
-    _, derived, converter_class = cached
+    derived, converter_class = _feedback_setup(config)
     if converter_class.shared_exporter:
         return
     course = coursedir(derived)
