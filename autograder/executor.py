@@ -7,11 +7,26 @@ cells with IPython's InteractiveShell, as ipykernel does, and records their outp
 shape: streams (including what C code writes to file descriptors 1 and 2), rich displays
 (matplotlib figures through the inline backend), results and errors with IPython's tracebacks.
 
-Every submission still runs alone in a clean process: the worker never runs student code, so
-each child starts from the same state. The child runs in its own session under a memory limit
-(RLIMIT_AS), with a time limit per cell (SIGALRM, then SIGKILL from the worker when the cell
-ignores it) and a cap on kept output. When it dies (os._exit, a signal, the kernel's OOM
-killer), the cell it was running gets an error output that says so.
+Every submission runs in its own process: the worker itself never runs student code, and
+each child starts from the worker's state. With `share_prologue` (only with one thread per
+notebook) the cells before the first exercise run once in a zygote process, forked from the
+worker, and each notebook's child is forked from that zygote instead. Those cells are
+student-edited code too: a zygote is shared only by notebooks whose prologue is exactly the
+same, and whatever that code did (modules, globals, background threads) is the starting state
+of each of them.
+
+A notebook's process keeps descriptors 0-2 and its own channel to the worker and nothing else
+that it inherited (not the worker's socket to the pool, nor other notebooks' channels); each
+child of a zygote reports on a pipe of its own, and only the zygote reports on the zygote's
+socket. As in plain nbgrader, where the kernel runs as the same user as the grader, a
+notebook's process holds the notebook's own cells, hidden tests included, and could read what
+that user can read (solutions/, gradebook.db).
+
+The child runs in its own session under a memory limit (RLIMIT_AS), with a time limit per cell
+(SIGALRM, then SIGKILL from the worker when the cell ignores it) and a cap on kept output.
+When it dies (os._exit, a signal, the kernel's OOM killer), the cell it was running gets an
+error output that says so. Reading stops at the child's "end" report or when it has exited,
+even if a process it started keeps the pipe open; its process group is killed then.
 
 `ForkedExecute` is the nbgrader preprocessor that replaces nbgrader's `Execute` in
 `Autograde.autograde_preprocessors`; everything else in autograding stays nbgrader's.
@@ -48,6 +63,7 @@ TIMEOUT_ENAME = "CellTimeoutError"
 DEAD_ENAME = "DeadKernelError"
 NOT_RUN_ENAME = "CellNotRunError"
 GRACE_SECONDS = 3.0  # after SIGALRM, how long a cell has before its process is killed
+ZYGOTE_ANSWER_SECONDS = 30.0  # for a zygote to report a fork or a child's exit
 MAX_STREAM_BYTES = 4_000_000  # text kept per cell and stream; the rest is dropped
 MAX_DISPLAY_BYTES = 20_000_000  # rich output kept per cell
 GiB = 1 << 30
@@ -308,6 +324,27 @@ def _set_parent_death_signal() -> None:
         pass
 
 
+def _close_inherited(keep: tuple[int, ...]) -> None:
+    """In a freshly forked process that will run student code: close every inherited descriptor
+    but 0-2 and `keep` (the worker's socket to the pool, other notebooks' channels, ...). Each
+    one is replaced by /dev/null rather than closed, so that its number is not reused while a
+    Python object that still names it exists."""
+    kept = {0, 1, 2, *keep}
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # pragma: no cover (no /proc)
+        fds = list(range(3, max(kept | {null}) + 256))
+    for fd in fds:
+        if fd in kept or fd == null:
+            continue
+        try:
+            os.dup2(null, fd)
+        except OSError:
+            pass
+    os.close(null)
+
+
 class _Channel:
     """JSON lines to the worker, on a pipe or a socket."""
 
@@ -440,6 +477,7 @@ def _child_main(cells: list[tuple[int, str]], cwd: str, timeout: float, memory_l
     """Run in the forked child: execute the cells, report each one on `write_fd`, never return."""
     code = 0
     try:
+        _close_inherited((write_fd,))
         channel = _Channel(write_fd)
         _enter_process(memory_limit, threads)
         captures = _capture_output()
@@ -459,6 +497,7 @@ def _zygote_main(prologue: list[tuple[int, str]], scratch: str, timeout: float,
     forks a child for each notebook that shares it; never returns."""
     code = 0
     try:
+        _close_inherited((sock_fd,))
         channel = _Channel(sock_fd)
         _enter_process(memory_limit, threads)
         captures = _capture_output()
@@ -469,14 +508,29 @@ def _zygote_main(prologue: list[tuple[int, str]], scratch: str, timeout: float,
         channel.send({"event": "prologue", "outcome": outcome, "clean": clean})
         if outcome != "ok" or not clean:
             return
-        requests = os.fdopen(os.dup(sock_fd), "rb")
-        for line in requests:
-            request = json.loads(line)
-            pid = os.fork()
-            if pid == 0:
-                _grandchild_main(request, scratch, timeout, max_lines, sock_fd)
-            _, status = os.waitpid(pid, 0)
-            channel.send({"event": "exited", "pid": pid, "status": status})
+        # Each request comes with the write end of a pipe of its own: the notebook's child
+        # reports there, never on this socket, so nothing it writes is read as another run's.
+        requests = socket.socket(fileno=os.dup(sock_fd))
+        buffer, fds = b"", []
+        while True:
+            data, received, _, _ = socket.recv_fds(requests, 1 << 20, 8)
+            fds += received
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                request = json.loads(line)
+                if not fds:
+                    raise RuntimeError("a request without its channel")
+                channel_fd = fds.pop(0)
+                pid = os.fork()
+                if pid == 0:
+                    _grandchild_main(request, scratch, timeout, max_lines, channel_fd)
+                os.close(channel_fd)
+                channel.send({"event": "forked", "pid": pid})
+                _, status = os.waitpid(pid, 0)
+                channel.send({"event": "exited", "pid": pid, "status": status})
     except BaseException:  # noqa: BLE001
         code = 70
         _report_crash(sock_fd)
@@ -485,14 +539,16 @@ def _zygote_main(prologue: list[tuple[int, str]], scratch: str, timeout: float,
 
 
 def _grandchild_main(request: dict, scratch: str, timeout: float, max_lines: int,
-                     sock_fd: int) -> None:
-    """A notebook's process forked from a zygote: the prologue has run; run the rest."""
+                     channel_fd: int) -> None:
+    """A notebook's process forked from a zygote: the prologue has run; run the rest and
+    report on `channel_fd`, its own pipe to the worker."""
     code = 0
+    sock_fd = channel_fd
     try:
-        channel = _Channel(sock_fd)
+        _close_inherited((channel_fd,))  # the zygote's socket and its duplicate among them
+        channel = _Channel(channel_fd)
         os.setsid()
         _set_parent_death_signal()
-        channel.send({"event": "pid", "pid": os.getpid()})
         captures = _capture_output()
         _enter_folder(request["cwd"], previous=scratch)
         _run_here([tuple(cell) for cell in request["cells"]], channel, timeout, max_lines,
@@ -548,25 +604,42 @@ class _Reader:
         self.fd, self.timeout, self.buffer = fd, timeout, b""
         self.closed = False
 
-    def collect(self, run: Run, kill, until: str | None = None) -> dict | None:
-        """Read events into `run` until end of file or the event `until` (returned). A cell
-        that outlives its deadline is killed with `kill(pid)`; then reading goes on briefly
-        for the last messages."""
+    def collect(self, run: Run, kill, until: str | None = None, exit_fd: int | None = None,
+                exited: bool = False) -> dict | None:
+        """Read events into `run` until end of file, the event "end" or the event `until`
+        (returned). A cell that outlives its deadline is killed with `kill(pid)`; then reading
+        goes on briefly for the last messages. `exit_fd` becomes readable when the process
+        has ended (`exited`: it already has): then only what it left in the pipe is read, so
+        that a process it started and that keeps the pipe open does not hold the worker."""
         current: int | None = None
         deadline: float | None = None
+        drain_until = time.monotonic() + GRACE_SECONDS
         while True:
             line = self._line()
             while line is None and not self.closed:
-                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-                ready, _, _ = select.select([self.fd], [], [], wait)
-                if not ready:
-                    if run.killed_for_time:
-                        return None  # nothing more came after the kill
-                    run.killed_for_time = True
-                    run.outcome, run.cell = "timeout", current
-                    kill(run.pid)
-                    deadline = time.monotonic() + GRACE_SECONDS
-                    continue
+                if exited:
+                    if time.monotonic() > drain_until:
+                        return None
+                    ready, _, _ = select.select([self.fd], [], [], 0)
+                    if not ready:
+                        return None  # the process has ended and left nothing more
+                else:
+                    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    watched = [self.fd] if exit_fd is None else [self.fd, exit_fd]
+                    ready, _, _ = select.select(watched, [], [], wait)
+                    if not ready:
+                        if run.killed_for_time:
+                            return None  # nothing more came after the kill
+                        run.killed_for_time = True
+                        run.outcome, run.cell = "timeout", current
+                        kill(run.pid)
+                        deadline = time.monotonic() + GRACE_SECONDS
+                        continue
+                    if exit_fd is not None and exit_fd in ready:
+                        exited = True
+                        drain_until = time.monotonic() + GRACE_SECONDS
+                        if self.fd not in ready:
+                            continue
                 chunk = os.read(self.fd, 1 << 20)
                 if not chunk:
                     self.closed = True
@@ -590,20 +663,43 @@ class _Reader:
                 run.executed[message["index"]] = message
                 run.cell_seconds += float(message.get("seconds", 0.0))
                 current = None
-                if not run.killed_for_time:
-                    deadline = None
+                if not run.killed_for_time:  # until the next "start" (or "end")
+                    deadline = time.monotonic() + self.timeout + GRACE_SECONDS
                 if message.get("timed_out"):
                     run.outcome, run.cell = "timeout", message["index"]
             elif event == "exit":
                 run.outcome, run.cell = "exit", message["index"]
             elif event == "end":
                 run.finished = True
-            elif event == "pid":
-                run.pid = message["pid"]
+                return message
             elif event == "crash":
                 run.detail = message.get("detail", "")
             if run.outcome != "ok" and run.cell is None:
                 run.cell = current
+
+    def wait_for(self, event: str, seconds: float) -> dict | None:
+        """The next message `event`, skipping others; None after `seconds` or at end of file."""
+        deadline = time.monotonic() + seconds
+        while True:
+            line = self._line()
+            if line is None:
+                wait = deadline - time.monotonic()
+                if self.closed or wait <= 0:
+                    return None
+                ready, _, _ = select.select([self.fd], [], [], wait)
+                if not ready:
+                    return None
+                chunk = os.read(self.fd, 1 << 20)
+                if not chunk:
+                    self.closed = True
+                self.buffer += chunk
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and message.get("event") == event:
+                return message
 
     def _line(self) -> bytes | None:
         if b"\n" not in self.buffer:
@@ -635,11 +731,20 @@ def run_cells(cells: list[tuple[int, str]], cwd: str, *, timeout: float, memory_
     run = Run(pid=pid)
     reader = _Reader(read_fd, timeout)
     try:
-        reader.collect(run, lambda _: _kill_group(pid))
+        exit_fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # pragma: no cover (Linux before 5.3)
+        exit_fd = None
+    try:
+        reader.collect(run, lambda _: _kill_group(pid), exit_fd=exit_fd)
     finally:
         os.close(read_fd)
+        if exit_fd is not None:
+            os.close(exit_fd)
+        # The child has reported its end, exited, closed its pipe or been killed: whatever it
+        # still runs, and what it started in the background, ends now (an exit status already
+        # there stays as it is).
+        _kill_group(pid)
         _, status = os.waitpid(pid, 0)
-        _kill_group(pid)  # whatever the notebook started in the background
         run.seconds = time.monotonic() - started
     return _finish(run, status, _started_not_done(run, cells))
 
@@ -696,24 +801,35 @@ class _Zygote:
         """Run `cells` in a child of the zygote; None if the zygote itself has gone."""
         started = time.monotonic()
         run = Run()
+        read_fd, write_fd = os.pipe()  # this run's own channel
         try:
-            self.sock.sendall((json.dumps({"cells": cells, "cwd": cwd}) + "\n").encode())
-        except OSError:
-            self.ok = False
-            return None
-        exited = self.reader.collect(run, _kill_group, until="exited")
-        if exited is None:
-            if run.pid is None and not run.executed:  # the zygote did not answer at all
-                self.close()
+            try:
+                socket.send_fds(self.sock, [(json.dumps({"cells": cells, "cwd": cwd})
+                                             + "\n").encode()], [write_fd])
+            finally:
+                os.close(write_fd)
+            forked = self.reader.wait_for("forked", ZYGOTE_ANSWER_SECONDS)
+            pid = forked.get("pid") if forked else None
+            if not isinstance(pid, int) or pid <= 0 or not _child_of(pid, self.pid):
+                self.close()  # the zygote did not answer, or not as it does
                 return None
-            # The child was killed for time or the zygote went away: what it sent stands.
-            if self.reader.closed:
-                self.close()
+            run.pid = pid
+            # The zygote's socket becomes readable when it reports the child's exit.
+            reader = _Reader(read_fd, self.timeout)
+            reader.collect(run, lambda _: _kill_group(pid), exit_fd=self.sock.fileno(),
+                           exited=bool(self.reader.buffer))
+        except OSError:
+            self.close()
+            return None
+        finally:
+            os.close(read_fd)
+        _kill_group(pid)  # what it still runs, and what it started in the background
+        exited = self.reader.wait_for("exited", ZYGOTE_ANSWER_SECONDS)
+        if exited is None or exited.get("pid") != pid:
+            self.close()  # it did not report the exit: it is not used again
             status = None
         else:
             status = exited.get("status")
-            run.pid = exited.get("pid", run.pid)
-        _kill_group(run.pid)
         run.seconds = time.monotonic() - started
         self.used = True
         return _finish(run, status, _started_not_done(run, cells))
@@ -730,6 +846,15 @@ class _Zygote:
         except ChildProcessError:
             pass
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _child_of(pid: int, parent: int) -> bool:
+    """Whether `pid` is a child of `parent` (True when that cannot be told: it has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1]) == parent
+    except (OSError, ValueError, IndexError):
+        return True
 
 
 _ZYGOTES: "OrderedDict[str, _Zygote]" = OrderedDict()
@@ -778,8 +903,9 @@ def _run_shared(cells, nb, cwd, *, timeout, memory_limit, max_lines, threads,
         _ZYGOTES[key] = zygote
     _ZYGOTES.move_to_end(key)
     run = zygote.run(rest, cwd)
-    if run is None:
+    if run is None or not zygote.ok:  # a zygote that went wrong is not used again
         _ZYGOTES.pop(key, None)
+    if run is None:
         return None
     for position, (index, _) in enumerate(prologue):
         run.executed[index] = zygote.prologue.executed[position]

@@ -196,8 +196,10 @@ def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None])
     failure_detail = ""
 
     def fail(task: dict, reason: str, log: str = "") -> None:
-        on_result(Result(student_id=task["student"], lesson=task["lesson"], status="error",
-                         reason=reason, log=log, notes=list(task.get("notes") or [])))
+        result = Result(student_id=task["student"], lesson=task["lesson"], status="error",
+                        reason=reason, log=log, notes=list(task.get("notes") or []))
+        _record_failure(settings, result)
+        on_result(result)
 
     while pending or any(w.task is not None for w in workers):
         if not workers:  # every worker failed to start: nothing can be graded
@@ -206,16 +208,20 @@ def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None])
                            "to start. Your instructor can review it.", failure_detail)
             pending.clear()
             break
+        broken = set()  # workers that could not be handed their task: they died while idle
         for worker in workers:
             if worker.task is None and pending:
                 others = {w.lesson for w in workers if w is not worker and w.lesson}
                 worker.task = pending.take(worker.lesson, others)
                 worker.lesson = worker.task["lesson"]
-                worker.conn.send(worker.task)
-        ready = wait([w.conn for w in workers])
+                try:
+                    worker.conn.send(worker.task)
+                except (OSError, ValueError):
+                    broken.add(worker)
+        ready = wait([w.conn for w in workers], timeout=0 if broken else None)
         for worker in list(workers):
-            died = False
-            if worker.conn in ready:
+            died = worker in broken
+            if not died and worker.conn in ready:
                 try:
                     kind, payload = worker.conn.recv()
                 except (EOFError, OSError):
@@ -243,6 +249,30 @@ def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None])
                                   f"(exit code {code}). Your instructor can review it.")
             if startup_failures < STARTUP_FAILURES_ALLOWED and pending:
                 workers.append(_Worker(settings, preload))
+
+
+def _record_failure(settings: Settings, result: Result) -> None:
+    """For a submission no worker could grade: the autograder's scores in the gradebook set to
+    0 and flagged for review, and a feedback page that says why, as for other errors."""
+    from pathlib import Path
+
+    try:
+        from autograder.autograde import grading_config, scores, zero_grades
+        from autograder.feedback import write_notice
+
+        config = grading_config(settings)
+        zero_grades(config, result.student_id, result.lesson)
+        result.score, result.max_score = scores(config, result.student_id, result.lesson)
+    except Exception as err:  # noqa: BLE001 (the batch goes on)
+        result.log += f"\nERROR reading the gradebook: {err}"
+    try:
+        # Written over any page the worker wrote before it died: the page says what the row says.
+        page = Path(settings.out) / "feedback" / result.student_id / f"{result.lesson}.html"
+        write_notice(page, student=result.student_id, lesson=result.lesson,
+                     status=result.status, reason=result.reason, score=result.score,
+                     max_score=result.max_score)
+    except Exception as err:  # noqa: BLE001
+        result.log += f"\nERROR writing the feedback page: {err}"
 
 
 if __name__ == "__main__":
