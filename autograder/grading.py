@@ -15,7 +15,9 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
+import fcntl
 import os
 import shutil
 import sys
@@ -109,16 +111,26 @@ class Progress:
             self.stream.flush()
 
 
-def lesson_imports(root: Path, names: list[str]) -> list[str]:
-    """Modules the lessons' solution notebooks import (for the workers to load once)."""
+def read_solutions(root: Path, names: list[str]) -> dict:
+    """Each lesson's solution notebook (None where it cannot be read), read once per run."""
     import nbformat
 
+    notebooks = {}
+    for name in names:
+        try:
+            notebooks[name] = nbformat.read(root / "solutions" / name / f"{name}.ipynb",
+                                            as_version=4)
+        except Exception:  # noqa: BLE001
+            notebooks[name] = None
+    return notebooks
+
+
+def lesson_imports(solutions: dict, names: list[str]) -> list[str]:
+    """Modules the lessons' solution notebooks import (for the workers to load once)."""
     modules: list[str] = []
     for name in names:
-        path = root / "solutions" / name / f"{name}.ipynb"
-        try:
-            nb = nbformat.read(path, as_version=4)
-        except Exception:  # noqa: BLE001
+        nb = solutions.get(name)
+        if nb is None:
             continue
         for cell in nb.cells:
             if cell.cell_type != "code":
@@ -148,6 +160,29 @@ def _remove(path: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def course_lock(root: Path, echo=print):
+    """One grading run at a time on a course root, for the whole run: an exclusive flock on
+    the course root folder itself (no lock file a notebook could delete; the descriptor is
+    not inherited by the workers, which are new programs)."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if echo:
+                echo(f"Another grading run is using the course at {root}; waiting for it to "
+                     "finish ...")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor drops the lock
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
 def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT,
                 jobs: int | None = None, lessons: list[str] | None = None,
                 engine: str = "fork", timeout: int | None = None,
@@ -165,6 +200,13 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         raise ValueError("OUT must not be the submissions folder or contain it")
     if not (root / "solutions").is_dir():
         raise FileNotFoundError(f"{root} has no solutions/ folder: is it the course root?")
+    # Grading writes the course's autograded/ and feedback/ (and submitted/ when importing):
+    # SUBMISSIONS must not be among them, since the submissions are never modified.
+    if _within(root, submissions) or any(_within(submissions, root / step)
+                                         for step in ("autograded", "feedback")):
+        raise ValueError("SUBMISSIONS must not be the course root, contain it, or be in its "
+                         "autograded/ or feedback/ folder (grading rewrites those); grade "
+                         "submitted/ or a folder outside the course instead")
     known = course_lessons(root)
     unknown = [name for name in lessons or [] if name not in known]
     if unknown:
@@ -176,16 +218,26 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
     os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
     warnings.filterwarnings("ignore", module="nbformat")
 
+    with course_lock(root, echo):
+        return _grade_class(submissions, out, root, known, jobs, lessons, engine, timeout,
+                            memory_limit, progress, share_prologue, echo, started)
+
+
+def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], jobs: int,
+                 lessons: list[str] | None, engine: str, timeout: int | None,
+                 memory_limit: int, progress: bool | None, share_prologue: bool, echo,
+                 started: float) -> Report:
     out.mkdir(parents=True, exist_ok=True)
     _remove(out / "feedback")
     scratch = Path(tempfile.mkdtemp(prefix="autograder-grade-"))
     pool = None
+    # Grading nbgrader's own submitted/ (after `nbgrader collect`): each lesson's
+    # submitted/<student>/<lesson>/<lesson>.ipynb is graded where it is, nothing there is
+    # removed or rewritten; the files are read from a copy.
+    in_place = submissions.is_dir() and _within(submissions, root / "submitted")
     try:
         source = submissions
-        if any(source == step or step in source.parents
-               for step in (root / "submitted", root / "autograded", root / "feedback")):
-            # Grading nbgrader's own submitted/ (after `nbgrader collect`): read a copy, since
-            # each file is imported there again.
+        if _within(submissions, root / "submitted"):
             source = scratch / "class"
             if submissions.is_dir():
                 shutil.copytree(submissions, source)
@@ -193,6 +245,9 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
                 source.mkdir()
                 source = Path(shutil.copy(submissions, source))
         found, skipped = collect(source, known, scratch, exclude=out)
+        if in_place:  # where each file lies in submitted/, for grading it there
+            for sub in found:
+                sub.original = submissions / sub.path.relative_to(source)
         chosen = list(lessons) if lessons else \
             [name for name in known if any(s.lesson == name for s in found)]
         # One worker per core at most, and each notebook gets its share of the cores.
@@ -206,24 +261,21 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         if not timeout:  # the course's limit, from nbgrader_config.py
             settings.timeout = int(course_config(root).Execute.get("timeout", 60) or 60)
         config = grading_config(settings)
+        solutions = read_solutions(root, known)
         if engine == "fork":
             from autograder.pool import WorkerPool
-            pool = WorkerPool(settings, jobs, lesson_imports(root, chosen))
+            pool = WorkerPool(settings, jobs, lesson_imports(solutions, chosen))
             pool.start(workers)
         specs = register_lessons(config, chosen) if chosen else {}
-        lesson_ids = {}
-        for name in known:
-            try:
-                import nbformat
-                lesson_ids[name] = set(cell_ids(nbformat.read(
-                    root / "solutions" / name / f"{name}.ipynb", as_version=4)))
-            except Exception:  # noqa: BLE001
-                lesson_ids[name] = set()
+        lesson_ids = {name: set(specs[name].graded_ids) if name in specs
+                      else set(cell_ids(solutions[name])) if solutions[name] is not None
+                      else set() for name in known}
 
-        results, tasks = _plan(found, chosen, specs, lesson_ids, skipped)
+        results, tasks = _plan(found, chosen, specs, lesson_ids, skipped,
+                               root / "submitted" if in_place else None)
         # Lesson by lesson: a worker then runs a lesson's shared prologue once.
         tasks.sort(key=lambda t: (chosen.index(t["lesson"]), t["student"]))
-        _prepare_course(config, root, results, tasks, out)
+        _prepare_course(config, root, results, tasks, out, submissions, in_place)
 
         prepared = time.monotonic()
         bar = Progress(len(tasks), progress)
@@ -262,13 +314,19 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
 
 
 def _plan(found: list[Submission], chosen: list[str], specs: dict, lesson_ids: dict,
-          skipped: list[str]) -> tuple[list[Result], list[dict]]:
-    """Rows decided before grading (missing, invalid) and the tasks for the workers."""
+          skipped: list[str], submitted: Path | None = None) -> tuple[list[Result], list[dict]]:
+    """Rows decided before grading (missing, invalid) and the tasks for the workers.
+    `submitted`: the course's submitted/ folder when grading it in place."""
     results: list[Result] = []
     tasks: list[dict] = []
-    students = sorted({s.student for s in found if s.student})
+    students = sorted({s.student for s in found if s.student and not s.problem})
     for sub in found:
-        if not sub.student:
+        if sub.problem:
+            results.append(Result(student_id="", lesson=sub.lesson or "", status="invalid",
+                                  reason=sub.problem,
+                                  max_score=specs[sub.lesson].max_score
+                                  if sub.lesson in specs else 0.0))
+        elif not sub.student:
             results.append(Result(student_id="", lesson=sub.lesson or "", status="invalid",
                                   reason=f"'{sub.shown}' is not in a student's folder: each "
                                          "student's notebooks go in a folder named after the "
@@ -276,7 +334,7 @@ def _plan(found: list[Submission], chosen: list[str], specs: dict, lesson_ids: d
                                   max_score=specs[sub.lesson].max_score
                                   if sub.lesson in specs else 0.0))
     for student in students:
-        mine = [s for s in found if s.student == student]
+        mine = [s for s in found if s.student == student and not s.problem]
         unrecognised = [s for s in mine if s.lesson is None]
         for sub in unrecognised:
             results.append(Result(
@@ -305,10 +363,27 @@ def _plan(found: list[Submission], chosen: list[str], specs: dict, lesson_ids: d
                             + " could not be matched to a lesson)")
                 results.append(Result(student_id=student, lesson=lesson, status="missing",
                                       max_score=spec.max_score,
-                                      reason=f"No notebook was submitted for this lesson{hint}."))
+                                      reason=f"No notebook for this lesson in this batch{hint}."))
                 continue
+            notes = []
+            if submitted is not None:  # graded in place: only nbgrader's own file name
+                own = [s for s in files
+                       if s.original == submitted / student / lesson / f"{lesson}.ipynb"]
+                others = ", ".join(f"'{s.shown}'" for s in files if s not in own)
+                if not own:
+                    results.append(Result(
+                        student_id=student, lesson=lesson, status="invalid",
+                        max_score=spec.max_score,
+                        reason=f"In the course's submitted/ folder only "
+                               f"{student}/{lesson}/{lesson}.ipynb is graded, where it is; "
+                               f"{others} left unchanged and not graded (rename it there, or "
+                               "grade a copy of the folder kept outside the course)."))
+                    continue
+                if others:
+                    notes.append(f"{others} ignored: in submitted/ {lesson}.ipynb is graded.")
+                files = own
             chosen_file, duplicate_note = pick_newest(files)
-            notes = [duplicate_note] if duplicate_note else []
+            notes += [duplicate_note] if duplicate_note else []
             status, reason, more = check(chosen_file.path, lesson, spec, lesson_ids)
             notes += more
             if status is not None:
@@ -331,34 +406,52 @@ def _timestamp_file(submission: Submission) -> str | None:
 
 
 def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict],
-                    out: Path) -> None:
-    """Students in the gradebook; the files to grade in submitted/; stale grades removed."""
+                    out: Path, submissions: Path | None = None, in_place: bool = False) -> None:
+    """Students in the gradebook; the files to grade in submitted/; stale grades removed.
+
+    A lesson a student has no notebook for in this batch ("missing") is left alone: an
+    earlier submission, its grades (manual ones too) and files stay. An invalid submission
+    replaces the earlier one. Nothing in SUBMISSIONS is removed or written: graded in place
+    (the course's submitted/), submitted/ is left as it is."""
     from nbgrader.api import MissingEntry
 
+    def untouchable(path: Path) -> bool:
+        return submissions is not None and (_within(path, submissions)
+                                            or _within(submissions, path))
+
     course = coursedir(config)
-    pairs = [(r.student_id, r.lesson) for r in results if r.student_id and r.lesson
-             and safe_student_id(r.student_id)]
-    pairs += [(t["student"], t["lesson"]) for t in tasks]
-    for student, lesson in pairs:
-        for step in (course.submitted_directory, course.autograded_directory,
-                     course.feedback_directory):
-            _remove(Path(course.format_path(step, student, lesson)))
+    named = [r for r in results if r.student_id and r.lesson and safe_student_id(r.student_id)]
+    replaced = [(r.student_id, r.lesson) for r in named if r.status != "missing"]
+    replaced += [(t["student"], t["lesson"]) for t in tasks]
+    steps = [course.autograded_directory, course.feedback_directory]
+    if not in_place:
+        steps.insert(0, course.submitted_directory)
+    for student, lesson in replaced:
+        for step in steps:
+            folder = Path(course.format_path(step, student, lesson))
+            if not untouchable(folder):
+                _remove(folder)
     for task in tasks:
         target = Path(course.format_path(course.submitted_directory, task["student"],
                                          task["lesson"])) / f"{task['lesson']}.ipynb"
+        if in_place or untouchable(target.parent):
+            continue  # graded where it is
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(task["path"], target)
         if task.get("timestamp"):  # nbgrader's submission time, for late penalties
             shutil.copyfile(task["timestamp"], target.parent / "timestamp.txt")
     with gradebook(config) as gb:
-        for student in sorted({student for student, _ in pairs}):
+        for student in sorted({r.student_id for r in named} | {t["student"] for t in tasks}):
             gb.update_or_create_student(student)
-        for result in results:  # not graded this time: no stale submission left behind
-            if result.student_id and result.lesson and safe_student_id(result.student_id):
-                try:
+        for result in named:
+            try:
+                if result.status == "missing":  # kept: say so
+                    gb.find_submission(result.lesson, result.student_id)
+                    result.reason += " The submission graded earlier stays in the gradebook."
+                else:  # not graded this time: no stale submission left behind
                     gb.remove_submission(result.lesson, result.student_id)
-                except MissingEntry:
-                    pass
+            except MissingEntry:
+                pass
     for result in results:
         if result.lesson and result.student_id:
             write_notice(out / "feedback" / result.student_id / f"{result.lesson}.html",

@@ -36,6 +36,8 @@ class Submission:
     shown: str  # the path as the instructor knows it, relative to SUBMISSIONS
     mtime: float
     notes: list[str] = field(default_factory=list)
+    problem: str = ""  # why it cannot be attributed to a student and lesson (not guessed)
+    original: Path | None = None  # where it lies in SUBMISSIONS, when read from a copy
 
 
 @dataclass
@@ -112,7 +114,9 @@ def _visible(path: Path) -> bool:
 def _find_root(root: Path, lessons: list[str]) -> Path:
     """Step into a single wrapping folder (`export/alice/...`), but not into a student's."""
     for _ in range(3):
-        entries = [p for p in root.iterdir() if _visible(p)]
+        # Stray files beside the wrapper (index.html, a manifest) do not count.
+        entries = [p for p in root.iterdir()
+                   if _visible(p) and (p.is_dir() or p.suffix.lower() == ".ipynb")]
         if len(entries) != 1 or not entries[0].is_dir():
             return root
         inner = [p for p in entries[0].iterdir() if _visible(p)]
@@ -158,10 +162,16 @@ def collect(source: Path, lessons: list[str], workdir: Path,
             parts = path.relative_to(base).parts
             student = parts[0] if len(parts) > 1 else ""
             lesson = recognise_lesson(filename, lessons)
-            if lesson is None and len(parts) > 2:
-                lesson = recognise_lesson(parts[-2], lessons)
+            folder_lesson = recognise_lesson(parts[1], lessons) if len(parts) == 3 else None
+            if lesson is None:
+                lesson = folder_lesson
+            problem = ""
+            if len(parts) > 3 or (len(parts) == 3 and folder_lesson is None):
+                problem = (f"'{shown}' is not where a submission goes, so it was not graded: "
+                           "each student's notebooks go in <student>/<lesson>.ipynb or "
+                           "<student>/<lesson>/<lesson>.ipynb.")
             found.append(Submission(student=student, lesson=lesson, path=path, shown=shown,
-                                    mtime=path.stat().st_mtime))
+                                    mtime=path.stat().st_mtime, problem=problem))
     return found, skipped
 
 
