@@ -30,8 +30,8 @@ from pathlib import Path
 
 from autograder.autograde import GiB, Result, Settings, grade_submission, grading_config
 from autograder.feedback import write_notice
-from autograder.nbgrader_inproc import (course_config, coursedir, gradebook,
-                                        install_gradebook_lock, register_lessons,
+from autograder.nbgrader_inproc import (course_config, coursedir, forget_gradebook_lock,
+                                        gradebook, install_gradebook_lock, register_lessons,
                                         safe_student_id)
 from autograder.release import COURSE_ROOT, lessons as course_lessons
 from autograder.submissions import Submission, check, cell_ids, collect, pick_newest
@@ -298,6 +298,7 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
     finally:
         if pool is not None:
             pool.close()
+        forget_gradebook_lock()  # its file goes with the scratch folder
         shutil.rmtree(scratch, ignore_errors=True)
 
     order = {name: i for i, name in enumerate(known)}

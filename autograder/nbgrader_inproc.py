@@ -166,6 +166,12 @@ def install_gradebook_lock(lock_path: str | os.PathLike) -> None:
     api.Gradebook._autograder_lock = True
 
 
+def forget_gradebook_lock() -> None:
+    """Stop locking (the run that owned the lock file is over and its folder is gone);
+    Gradebooks opened later in this process work as plain nbgrader's do."""
+    _LOCK.path = None
+
+
 @contextlib.contextmanager
 def gradebook(config: Config) -> Iterator:
     from nbgrader.api import Gradebook

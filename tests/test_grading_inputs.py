@@ -22,7 +22,6 @@ import fixture_course  # noqa: E402
 
 from autograder.demo import Lessons, _write  # noqa: E402
 from autograder.grading import grade_class  # noqa: E402
-from autograder.nbgrader_inproc import install_gradebook_lock  # noqa: E402
 from autograder.submissions import collect  # noqa: E402
 
 A, B = fixture_course.LESSONS
@@ -114,7 +113,8 @@ def test_a_batch_without_a_lesson_keeps_its_earlier_grades(course, tmp_path):
     _write(lessons.correct(A), earlier / f"{A}.ipynb")
     (earlier / "data.csv").write_text("1,2\n")
     db = f"sqlite:///{root / 'gradebook.db'}"
-    install_gradebook_lock(tmp_path / "gradebook.lock")  # the run's own lock went with it
+    # After a run, nbgrader's Gradebook opens as usual in the same process (the run's lock
+    # file went with its scratch folder)
     with Gradebook(db, "autograd-hooks") as gb:
         submission = gb.update_or_create_submission(A, "carol")
         grade = submission.notebooks[0].grades[0]
@@ -125,7 +125,6 @@ def test_a_batch_without_a_lesson_keeps_its_earlier_grades(course, tmp_path):
     broken(late / "carol" / f"{B}.ipynb")
     broken(late / "dan" / f"{A}.ipynb")
     grade_class(late, tmp_path / "out2", course_root=root, engine="nbgrader", echo=None)
-    install_gradebook_lock(tmp_path / "gradebook.lock")
     table = rows(tmp_path / "out2")
     assert table[("carol", A)]["status"] == "missing"
     assert "in this batch" in table[("carol", A)]["reason"]
