@@ -23,13 +23,12 @@ import nbformat
 from traitlets.config import Config
 
 from autograder import executor
-from autograder.executor import DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME
+from autograder.executor import DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, GiB
 from autograder.feedback import write_notice
 from autograder.nbgrader_inproc import (autograde, autograde_preprocessors, captured_log,
                                         course_config, coursedir, generate_feedback, gradebook)
 from autograder.release import nbgrader_command, nbgrader_env
 
-GiB = 1 << 30
 _MEMORY_WORDS = ("can't allocate memory", "not enough memory", "DefaultCPUAllocator",
                  "Cannot allocate memory", "out of memory")
 

@@ -472,16 +472,23 @@ def _report_crash(channel_fd: int) -> None:
         pass
 
 
+def _enter_forked(fd: int, memory_limit: int, threads: int, folder: str) -> tuple:
+    """First steps of a forked process that runs notebook code: keep only its own channel,
+    apply the limits, capture output, move into `folder`; return (channel, captures)."""
+    _close_inherited((fd,))
+    channel = _Channel(fd)
+    _enter_process(memory_limit, threads)
+    captures = _capture_output()
+    _enter_folder(folder)
+    return channel, captures
+
+
 def _child_main(cells: list[tuple[int, str]], cwd: str, timeout: float, memory_limit: int,
                 max_lines: int, write_fd: int, threads: int = 0) -> None:
     """Run in the forked child: execute the cells, report each one on `write_fd`, never return."""
     code = 0
     try:
-        _close_inherited((write_fd,))
-        channel = _Channel(write_fd)
-        _enter_process(memory_limit, threads)
-        captures = _capture_output()
-        _enter_folder(cwd)
+        channel, captures = _enter_forked(write_fd, memory_limit, threads, cwd)
         _run_here(cells, channel, timeout, max_lines, captures)
         channel.send({"event": "end"})
     except BaseException:  # noqa: BLE001 (report anything, then leave)
@@ -497,11 +504,7 @@ def _zygote_main(prologue: list[tuple[int, str]], scratch: str, timeout: float,
     forks a child for each notebook that shares it; never returns."""
     code = 0
     try:
-        _close_inherited((sock_fd,))
-        channel = _Channel(sock_fd)
-        _enter_process(memory_limit, threads)
-        captures = _capture_output()
-        _enter_folder(scratch)
+        channel, captures = _enter_forked(sock_fd, memory_limit, threads, scratch)
         before = sorted(os.listdir(scratch))
         outcome = _run_here(prologue, channel, timeout, max_lines, captures)
         clean = sorted(os.listdir(scratch)) == before  # a prologue that writes files is not shared

@@ -21,7 +21,7 @@ from traitlets import Unicode
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder.executor import DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME
+from autograder.executor import DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, _ansi_red
 
 # Errors the grader writes itself: their one-line traceback is a message for the student.
 _OWN_ERRORS = {TIMEOUT_ENAME, DEAD_ENAME, NOT_RUN_ENAME}
@@ -31,7 +31,7 @@ def _short_traceback(output: NotebookNode) -> list[str]:
     if output.get("ename") in _OWN_ERRORS and len(output.get("traceback", [])) == 1:
         return list(output.traceback)
     ename, evalue = output.get("ename", "Error"), output.get("evalue", "")
-    return [f"\x1b[0;31m{ename}\x1b[0m: {evalue}" if evalue else f"\x1b[0;31m{ename}\x1b[0m"]
+    return [f"{_ansi_red(ename)}: {evalue}" if evalue else _ansi_red(ename)]
 
 
 class HideTestTracebacks(NbGraderPreprocessor):

@@ -24,6 +24,7 @@ from dataclasses import asdict
 from multiprocessing.connection import Connection, wait
 
 from autograder.autograde import Result, Settings
+from autograder.release import nbgrader_env
 
 STARTUP_FAILURES_ALLOWED = 3
 
@@ -79,8 +80,7 @@ class _Worker:
     def __init__(self, settings: Settings, preload: list[str]) -> None:
         ours, theirs = socket.socketpair()
         fd = theirs.fileno()
-        env = dict(os.environ)
-        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        env = nbgrader_env()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "autograder.pool", str(fd),
              json.dumps({"settings": asdict(settings), "preload": preload})],
