@@ -44,7 +44,7 @@ from traitlets import Bool, Integer, Unicode
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder.runner.shell import TIMEOUT_ENAME, error_output, timeout_output
+from autograder.runner.shell import TIMEOUT_ENAME, _ansi_red, error_output, timeout_output  # noqa: F401
 from autograder.verdicts import (Check, ReportError, ScenarioBroken, judge, one_line,
                                  read_outcome)
 
@@ -86,7 +86,7 @@ class Host:
             [sys.executable, "-s", "-B", "-m", "autograder.runner.host", str(theirs.fileno()),
              json.dumps(self.config)],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            env=env, start_new_session=True, cwd=tempfile.gettempdir())
+            env=env, start_new_session=True, cwd="/")
         theirs.close()
         self.sock = ours
         ours.settimeout(HOST_START_SECONDS)
