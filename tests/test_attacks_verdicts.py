@@ -1,0 +1,355 @@
+"""Attacks on the verdicts (issue 12): answers that solve nothing but try to be scored anyway.
+
+One class of the fixture course's lesson A, graded once through `python -m autograder grade`
+(in a throwaway PID namespace, see tests/attack_support.py): two honest students with the same
+correct answers, a blank one, and one student per attack. Each attack student writes wrong
+answers (`cube_grad` returns zeros, `intermediate_grad` a tensor where None is expected) and
+attacks whatever decides its score: the check functions, torch's comparisons, IPython's error
+reporting, the cells still to run, the values its answers return, the events it sends. Each
+must score 0. One more student prints everything it can find; its feedback must hold no hidden
+test, no scenario source and no value a hidden check expects of it (computed here with the
+course secret, the student's seed and the reference solution).
+
+Attacks that still succeed against the current code are marked `xfail(strict=True)`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from attack_support import (A, REPO, answer_cells, feedback_text, fixture_course, grade,
+                            outputs_text, read_rows, write)
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 10
+SAME_ANSWERS = ("def cube_grad(x):  # zq-same-answer\n    return 3 * x.detach() ** 2",
+                "def intermediate_grad():  # zq-same-answer\n    return None")
+WRONG_CUBE = "\ndef cube_grad(x):\n    return torch.zeros_like(x)\n"
+WRONG_INTERMEDIATE = "import torch\n\ndef intermediate_grad():\n    return torch.zeros(2)\n"
+
+REBIND = r'''
+import coursekit.checks as checks
+def passes(*args, **kwargs):
+    return None
+for name in ("check_tensor", "check_equal", "check_true", "check_is_none"):
+    setattr(checks, name, passes)
+    globals()[name] = passes
+'''
+
+CODE = r'''
+import coursekit.checks as checks
+def passes(*args, **kwargs):
+    return None
+for name in ("check_tensor", "check_equal", "check_true", "check_is_none"):
+    getattr(checks, name).__code__ = passes.__code__
+'''
+
+ALLCLOSE = r'''
+import torch
+torch.allclose = lambda *args, **kwargs: True
+torch.equal = lambda *args, **kwargs: True
+torch.Tensor.allclose = lambda *args, **kwargs: True
+torch.Tensor.equal = lambda *args, **kwargs: True
+'''
+
+SHOWTRACEBACK = r'''
+shell = get_ipython()
+shell.showtraceback = lambda *args, **kwargs: None
+shell._showtraceback = lambda *args, **kwargs: None
+shell.showsyntaxerror = lambda *args, **kwargs: None
+'''
+
+CUSTOM_EXC = r'''
+get_ipython().set_custom_exc((BaseException,), lambda shell, etype, value, tb, tb_offset=None: None)
+'''
+
+AST_TRANSFORMER = r'''
+import ast
+class Swallow(ast.NodeTransformer):
+    def visit_Module(self, node):
+        handler = ast.ExceptHandler(type=ast.Name("BaseException", ast.Load()), name=None,
+                                    body=[ast.Pass()])
+        node.body = [ast.Try(body=node.body or [ast.Pass()], handlers=[handler], orelse=[],
+                             finalbody=[])]
+        return ast.fix_missing_locations(node)
+get_ipython().ast_transformers.append(Swallow())
+'''
+
+INPUT_TRANSFORMER = r'''
+get_ipython().input_transformers_post.append(lambda lines: ["pass\n"])
+'''
+
+SETTRACE = r'''
+import sys, threading, torch
+class Lenient:  # torch, as a later test cell would see it: every comparison holds
+    def __getattr__(self, name):
+        if name in ("allclose", "equal", "isclose"):
+            return lambda *args, **kwargs: True
+        return getattr(torch, name)
+def tracer(frame, event, arg):
+    name = frame.f_code.co_name
+    if name in ("check_tensor", "check_equal", "check_is_none", "check_true", "_close",
+                "judge", "outcome_problems", "differences", "run_one", "encode"):
+        values = frame.f_locals
+        if "expected" in values and "found" in values:
+            values["found"] = values["expected"]
+        if "condition" in values:
+            values["condition"] = True
+        return tracer
+    if name == "<module>" and frame.f_globals.get("torch") is torch:
+        frame.f_globals["torch"] = Lenient()
+    return None  # no line events elsewhere
+sys.settrace(tracer)
+threading.settrace(tracer)
+'''
+
+GC_BLANK = r'''
+import gc
+blanked = 0
+for obj in gc.get_objects():
+    if isinstance(obj, list):
+        for i, item in enumerate(obj):
+            if (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], str)
+                    and ("check_" in item[1] or "assert" in item[1])):
+                obj[i] = type(item)([item[0], "pass"])
+                blanked += 1
+    if isinstance(obj, dict) and isinstance(obj.get("observe"), dict):
+        obj["observe"]["runs"] = []  # observe nothing: nothing to fail
+    if isinstance(obj, dict) and "source" in obj and "cell_type" in obj:
+        if "check_" in str(obj["source"]) or "assert" in str(obj["source"]):
+            obj["source"] = "pass"
+            blanked += 1
+print("blanked", blanked)
+'''
+
+TENSOR_SUBCLASS = r'''
+import torch
+class AlwaysEqual(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal, torch.Tensor.allclose, torch.Tensor.equal):
+            return True
+        if func in (torch.Tensor.__eq__, torch.eq, torch.isclose):
+            return torch.ones((), dtype=torch.bool)
+        return super().__torch_function__(func, types, args, kwargs or {})
+    def __eq__(self, other):
+        return True
+    def __bool__(self):
+        return True
+    def tolist(self):
+        return [3.0, 12.0]
+def cube_grad(x):
+    return torch.zeros_like(x).as_subclass(AlwaysEqual)
+'''
+
+FORGE = r'''
+import gc, json, os, stat
+runs = []
+for obj in gc.get_objects():  # this notebook's own request: which scenario runs, which seeds
+    if isinstance(obj, dict) and isinstance(obj.get("observe"), dict) \
+            and "FORGE" + "-EVENTS" in str(obj.get("cells")):
+        runs = obj["observe"].get("runs") or []
+tensor = lambda data: {"__tensor__": {"dtype": "float32", "shape": [len(data)], "data": data}}
+outcomes = {}
+for name, seed in runs:
+    if name == "example":  # the visible example's value is in the notebook
+        outcomes[f"{name}/{seed}"] = {"observations": {
+            "cube_grad(tensor([1., 2.]))": tensor([3.0, 12.0])}}
+    elif name == "random_points":  # a hidden check's value is not: a guess
+        outcomes[f"{name}/{seed}"] = {"observations": {"cube_grad(x)": tensor([1.0] * 5)}}
+correct = [{"output_type": "stream", "name": "stdout", "text": "Exercise 1: correct.\n"}]
+lines = [{"event": "done", "index": i, "outputs": correct, "execution_count": i,
+          "timed_out": False, "seconds": 0.01} for i in (4, 5, 7, 8)]
+lines += [{"event": "observing"}, {"event": "observations", "outcomes": outcomes},
+          {"event": "end"}]
+data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+for fd in range(3, 64):  # every descriptor this process holds
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+'''
+
+PRINTER = r'''
+import gc, os, sys, time
+def show(label, value):
+    print(label, repr(value)[:20000])
+for obj in gc.get_objects():
+    if isinstance(obj, dict) and any(key in obj for key in
+                                     ("cells", "observe", "runs", "source", "outcomes")):
+        show("DICT", obj)
+show("GLOBALS", {k: v for k, v in globals().items() if not k.startswith("_")})
+show("MODULES", sorted(sys.modules))
+show("ENVIRON", dict(os.environ))
+began = time.monotonic()
+for top in ("/home", "/tmp", "/work", "/root", "/"):
+    for folder, dirs, files in os.walk(top):
+        if time.monotonic() - began > 3:
+            break
+        dirs[:] = [d for d in dirs if d not in ("proc", "sys", "usr", "dev", "site-packages",
+                                                ".pyenv", ".venv", "lib", "lib64", "bin",
+                                                "etc")]
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                with open(path, errors="replace") as handle:
+                    show("FILE " + path, handle.read(3000))
+            except OSError as err:
+                show("UNREADABLE " + path, err.strerror)
+'''
+
+ATTACKS = {
+    "rebind": REBIND, "code": CODE, "allclose": ALLCLOSE, "showtraceback": SHOWTRACEBACK,
+    "custom-exc": CUSTOM_EXC, "ast-transformer": AST_TRANSFORMER,
+    "input-transformer": INPUT_TRANSFORMER, "settrace": SETTRACE, "gc-blank": GC_BLANK,
+    "tensor-subclass": TENSOR_SUBCLASS, "forge-events": "# FORGE" + "-EVENTS\n" + FORGE,
+}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    from autograder.demo import Lessons
+
+    base = tmp_path_factory.mktemp("verdict-attacks")
+    root = fixture_course.build_course(base / "course")
+    course = Lessons(root, [A])
+    classes, out = base / "class", base / "out"
+    for student in ("aa-honest-1", "aa-honest-2"):
+        nb = course.blank(A)
+        for cell, source in zip(answer_cells(nb), SAME_ANSWERS):
+            cell.source = source
+        write(nb, classes / student / f"{A}.ipynb")
+    write(course.blank(A), classes / "blank" / f"{A}.ipynb")
+    for student, source in ATTACKS.items():
+        nb = course.blank(A)
+        first, second = answer_cells(nb)
+        # The attack, then answers that solve nothing (a subclass attack brings its own).
+        first.source = "import torch\n" + source.strip() + (
+            "" if "def cube_grad" in source else "\n" + WRONG_CUBE)
+        second.source = WRONG_INTERMEDIATE
+        write(nb, classes / student / f"{A}.ipynb")
+    nb = course.blank(A)
+    answer_cells(nb)[0].source = PRINTER.strip()
+    write(nb, classes / "zz-printer" / f"{A}.ipynb")
+    result = grade(classes, out, root, base / "run.json", timeout=TIMEOUT)
+    return {"root": root, "out": out, "result": result, "rows": read_rows(out)}
+
+
+def _row(judged, student: str) -> dict:
+    row = judged["rows"].get((student, A))
+    assert row is not None, (f"no row for {student}: the run ended with "
+                             f"{judged['result']['rc']}\n{judged['result']['stderr'][-3000:]}")
+    return row
+
+
+def test_the_run_completes_and_leaves_nothing(judged):
+    assert judged["result"]["rc"] == 0, judged["result"]["stderr"][-4000:]
+    assert judged["result"]["left"] == []
+
+
+def test_honest_students_keep_full_marks_and_blank_scores_zero(judged):
+    for student in ("aa-honest-1", "aa-honest-2"):
+        row = _row(judged, student)
+        assert (row["status"], row["score"], row["max_score"]) == ("graded", "3", "3"), row
+    row = _row(judged, "blank")
+    assert (row["status"], row["score"]) == ("graded", "0"), row
+
+
+@pytest.mark.parametrize("student", [*ATTACKS, "zz-printer"])
+def test_each_attack_scores_nothing(judged, student):
+    row = _row(judged, student)
+    assert row["score"] == "0", row
+
+
+def _reference_values(root, student: str) -> list[float]:
+    """What the hidden check `random_points` expects of `student`: the reference solution's
+    observations on the inputs drawn for that student."""
+    import torch
+
+    from autograder.executor import course_secret, scenario_seed
+    from autograder.runner.observe import load_module, run_scenarios
+
+    module = load_module((root / "scenarios" / f"{A}.py").read_text(), "scenarios")
+    seed = scenario_seed(course_secret(root), student, "01-ex1", "random_points")
+    solution = {"torch": torch}
+    exec(fixture_course.lesson_a().cells[4].source, solution)  # noqa: S102 (the course's own)
+    outcome = run_scenarios(module, solution, [("random_points", seed)])
+    return outcome[f"random_points/{seed}"]["observations"]["cube_grad(x)"]["__tensor__"]["data"]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12: the notebook's process holds the whole "
+                                       "scenario module's source (hidden scenarios, mistakes) "
+                                       "and, when forked from a zygote, another student's "
+                                       "request: printing gc objects puts both in its feedback")
+def test_the_printer_learns_nothing_hidden(judged):
+    root, out = judged["root"], judged["out"]
+    page = feedback_text(out, "zz-printer")
+    assert page, "no feedback page"
+    text = page + outputs_text(root, "zz-printer")
+    assert "DICT" in text  # it did print what it found
+    for marker in fixture_course.HIDDEN_MARKERS:
+        assert marker not in text, marker
+    for snippet in ("random_points(cube_grad, rng)", "generator=rng", "@mistake(",
+                    "The derivative of x**3 is 3 * x**2"):
+        assert snippet not in text, snippet
+    assert "zq-same-answer" not in text  # a classmate's notebook
+    values = _reference_values(root, "zz-printer")
+    for value in values:
+        assert repr(value) not in text, value
+    assert not all(f"{value:.4f}" in text for value in values), values
+
+
+def test_no_feedback_shows_hidden_tests_or_expected_hidden_values(judged):
+    root, out = judged["root"], judged["out"]
+    for (student, _), row in judged["rows"].items():
+        page = feedback_text(out, student)
+        assert page, student
+        for marker in fixture_course.HIDDEN_MARKERS:
+            assert marker not in page, (student, marker)
+        if student.startswith("aa-honest"):
+            continue
+        values = _reference_values(root, student)
+        assert not any(repr(value) in page for value in values), student
+
+
+def test_same_answers_full_marks_on_different_inputs(judged):
+    import torch
+
+    from autograder.executor import course_secret, scenario_seed
+    from autograder.runner.observe import load_module
+    from coursekit.scenarios import collect, generator
+
+    root = judged["root"]
+    secret = course_secret(root)
+    seeds = [scenario_seed(secret, student, "01-ex1", "random_points")
+             for student in ("aa-honest-1", "aa-honest-2")]
+    assert seeds[0] != seeds[1]
+    scenarios, _ = collect(load_module((root / "scenarios" / f"{A}.py").read_text()))
+    random_points = next(s for s in scenarios if s.name == "random_points")
+    inputs = []
+    for seed in seeds:
+        seen = []
+        random_points.func(cube_grad=lambda x: seen.append(x.clone()) or x, rng=generator(seed))
+        inputs.append(seen[0])
+    assert inputs[0].shape == inputs[1].shape == (5,)
+    assert not torch.allclose(inputs[0], inputs[1])
+    for student in ("aa-honest-1", "aa-honest-2"):
+        assert _row(judged, student)["score"] == "3"
+    # and the same student gets the same inputs again (a re-grade)
+    assert scenario_seed(course_secret(root), "aa-honest-1", "01-ex1", "random_points") == \
+        seeds[0]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12: the course's .autograder/secret is committed "
+                                       "to git (ddf77d4) and not ignored")
+def test_the_course_secret_stays_out_of_git():
+    listed = subprocess.run(["git", "ls-files", "--", ".autograder"], cwd=REPO,
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    assert listed.stdout.strip() == "", f"tracked: {listed.stdout.strip()}"
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".autograder/secret"], cwd=REPO)
+    assert ignored.returncode == 0, ".autograder/ is not in .gitignore"
