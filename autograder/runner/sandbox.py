@@ -2,7 +2,8 @@
 
 `confine(policy)` is called in a freshly forked, single-threaded child (it keeps the warm
 state of the process it was forked from: torch and the course's modules are already
-imported). It returns in a new process that is PID 1 of its own PID namespace and
+imported). It returns in a new process that lives in a PID namespace of its own (under that
+namespace's init, which runs none of the notebook's code) and
 
 - has its own user namespace, as an unprivileged uid (1000) mapped to `nobody` when the grader
   runs as root, or to the grader's own uid otherwise; no capabilities, no new privileges;
@@ -17,9 +18,11 @@ imported). It returns in a new process that is PID 1 of its own PID namespace an
   (cgroup v1 as root, or a delegated cgroup v2), and per process RLIMIT_AS, RLIMIT_NPROC
   (counted per user namespace), RLIMIT_FSIZE, RLIMIT_CORE.
 
-The forked child itself (C1) stays outside the new PID namespace, waits for the confined
-process (C2) and exits with its status: when C2 ends, the kernel kills every process left in
-its namespace, so nothing a notebook starts outlives it. This module uses only the standard
+The forked child itself (C1) stays outside the new PID namespace and waits for the namespace's
+init (C2), which forks the confined process (C3) and waits for it. Each leaves with the status
+of the one it waits for. When C2 ends (C3 ended, or C1 was killed: C2 has a parent-death
+signal that C3 cannot clear), the kernel kills every process left in the namespace, so nothing
+a notebook starts outlives it, with or without a cgroup. This module uses only the standard
 library, so it can be tested on its own.
 """
 
@@ -31,6 +34,7 @@ import errno
 import os
 import platform
 import resource
+import select
 import shutil
 import signal
 import stat
@@ -235,9 +239,27 @@ class Policy:
 
 
 def python_paths() -> list[str]:
-    """The folders this Python needs: its prefixes and every folder on sys.path."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    paths |= {p for p in sys.path if p and os.path.isdir(p)}
+    """The folders this Python needs: its prefixes, and the folders on sys.path that are part
+    of the installation (inside a prefix, or a site-packages folder). Not the rest of sys.path:
+    `python -m` puts the folder it was started from first, and PYTHONPATH may name any folder
+    of the grader's (a class's submissions, a home folder); a notebook needs none of them."""
+    import site
+
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                               sys.base_exec_prefix)} - {"/"}
+    sites = set()
+    try:
+        sites |= {os.path.realpath(p) for p in site.getsitepackages()}
+        sites.add(os.path.realpath(site.getusersitepackages()))
+    except AttributeError:  # pragma: no cover (a virtualenv's old site.py)
+        pass
+
+    def installed(path: str) -> bool:
+        real = os.path.realpath(path)
+        return real in sites or any(real == p or real.startswith(p + os.sep) for p in prefixes)
+
+    paths = set(prefixes)
+    paths |= {p for p in sys.path if p and os.path.isdir(p) and installed(p)}
     return sorted(paths)
 
 
@@ -303,8 +325,8 @@ def check_available() -> str | None:
 
 def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     """Confine this freshly forked, single-threaded process (see the module's doc). Returns
-    in the confined process (PID 1 of its namespace); the calling process never returns: it
-    waits for that one and exits with its status.
+    in the confined process (PID 2 of its namespace, under an init of the sandbox's own); the
+    calling process never returns: it waits for that init and exits with its status.
 
     As root, the filesystem view is built first, in a mount namespace of the machine's own user
     namespace (so root can reach every folder it binds); then the process becomes `nobody` and
@@ -336,26 +358,70 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{INSIDE_UID} {outer_uid} 1")
     _write("/proc/self/gid_map", f"{INSIDE_UID} {outer_gid} 1")
+    alive_r, alive_w = os.pipe()  # C1 holds the write end while it lives
     child = os.fork()
-    if child:  # C1: wait for the confined process, then leave with its status
+    if child:  # C1: wait for the namespace's init, then leave with its status
+        os.close(alive_r)
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        while True:
-            try:
-                _, status = os.waitpid(child, 0)
-                break
-            except InterruptedError:
-                continue
-        if os.WIFSIGNALED(status):
-            os._exit(128 + os.WTERMSIG(status))
-        os._exit(os.WEXITSTATUS(status))
+        _exit_with(_wait_for(child))
+    # C2: PID 1 of the new namespace. It runs no student code: it forks the notebook's process
+    # (C3) and waits. It dies with C1 (parent-death signal) and, being the namespace's init,
+    # takes every process of the namespace with it. The notebook can clear its own
+    # parent-death signal or leave the process group the grader kills, but not C2's: from
+    # inside the namespace, init gets no signal it has no handler for, and C2 is not dumpable
+    # (no ptrace, no /proc/1/mem, no pidfd_getfd).
+    os.close(alive_w)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if select.select([alive_r], [], [], 0)[0]:  # C1 is already gone
+        os._exit(70)
     try:
         _enter_root(policy)
+    except BaseException as err:  # noqa: BLE001
+        os.write(2, f"sandbox: {err}\n".encode())
+        os._exit(71)
+    notebook = os.fork()
+    if notebook:
+        os.close(alive_r)
+        _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        for number in range(1, signal.NSIG):  # no handler: nothing reaches init from inside
+            try:
+                signal.signal(number, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+        try:
+            _drop_privileges()
+        except SandboxError:
+            pass
+        _exit_with(_wait_for(notebook, reap=True))
+    os.close(alive_r)
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    try:
         _limit(policy)
         _drop_privileges()
     except BaseException as err:  # noqa: BLE001
         os.write(2, f"sandbox: {err}\n".encode())
         os._exit(71)
+
+
+def _wait_for(pid: int, reap: bool = False) -> int:
+    """Wait for `pid` and return its wait status; with `reap`, also reap every other child
+    that ends meanwhile (as a namespace's init must: orphans become its children)."""
+    while True:
+        try:
+            done, status = os.waitpid(-1 if reap else pid, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return 0
+        if done == pid:
+            return status
+
+
+def _exit_with(status: int) -> None:
+    """Leave with the exit status `status` describes (128 + signal for a killed process)."""
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status))
 
 
 def _bind(source: str, target: str, readonly: bool = True) -> None:
