@@ -183,9 +183,11 @@ for obj in gc.get_objects():
         show("DICT", obj)
 show("GLOBALS", {k: v for k, v in globals().items() if not k.startswith("_")})
 show("MODULES", sorted(sys.modules))
-show("ENVIRON", dict(os.environ))
+show("ENVIRON", sorted(os.environ))
 began = time.monotonic()
-for top in ("/home", "/tmp", "/work", "/root", "/"):
+# The files near it. (Not the whole machine: run against code without a sandbox, this
+# attack must not sweep other people's files into a test's feedback.)
+for top in (os.getcwd(), "/home/student"):
     for folder, dirs, files in os.walk(top):
         if time.monotonic() - began > 3:
             break
