@@ -4,8 +4,8 @@ Each suite builds a class of the fixture course (tests/fixtures/grading) in whic
 is one student, grades it through `python -m autograder grade`, and reads what came out.
 
 The grading command runs inside a throwaway PID namespace (`unshare --pid --fork --mount-proc`)
-whose first process is `_SHIM`: it runs the command, waits a little, lists every process still
-alive in that namespace (the processes of this run and nothing else: a leftover daemon of a
+whose first process is `_SHIM`: it runs the command, waits for the namespace to empty (a few
+seconds at most), lists every process still alive in it (the processes of this run and nothing else: a leftover daemon of a
 notebook is there, a process of another test run is not), writes the list, then exits, which
 makes the kernel kill whatever is left. So an attack that escapes the sandbox (on code before
 the sandbox, or after a regression) reaches only the processes of its own test run: a
@@ -38,28 +38,35 @@ import json, os, subprocess, sys, time
 report, linger, command = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 with open(report + ".out", "w") as out, open(report + ".err", "w") as err:
     rc = subprocess.run(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL).returncode
+def survivors():
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            status = open(f"/proc/{name}/status").read()
+            cmdline = open(f"/proc/{name}/cmdline", "rb").read()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        found.append({"pid": int(name), "name": fields.get("Name", "").strip(),
+                      "state": fields.get("State", "").strip(),
+                      "uid": fields.get("Uid", "").split()[:1],
+                      "cmdline": cmdline.replace(b"\0", b" ").decode("utf-8", "replace")[:300]})
+    return found
+# The grader's own processes (workers, runner hosts) may take a moment to go: wait for the
+# namespace to empty, at most `linger` seconds, reaping (as its init) what ends meanwhile.
 end = time.monotonic() + linger
-while time.monotonic() < end:  # as init of the namespace, reap what ends meanwhile
+while True:
     try:
         while os.waitpid(-1, os.WNOHANG)[0] > 0:
             pass
     except ChildProcessError:
         pass
-    time.sleep(0.05)
-left = []
-for name in os.listdir("/proc"):
-    if not name.isdigit() or int(name) == os.getpid():
-        continue
-    try:
-        status = open(f"/proc/{name}/status").read()
-        cmdline = open(f"/proc/{name}/cmdline", "rb").read()
-    except OSError:
-        continue
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    left.append({"pid": int(name), "name": fields.get("Name", "").strip(),
-                 "state": fields.get("State", "").strip(),
-                 "uid": fields.get("Uid", "").split()[:1],
-                 "cmdline": cmdline.replace(b"\0", b" ").decode("utf-8", "replace")[:300]})
+    left = survivors()
+    if not left or time.monotonic() > end:
+        break
+    time.sleep(0.1)
 with open(report, "w") as handle:
     json.dump({"rc": rc, "left": left}, handle)
 '''
@@ -79,9 +86,10 @@ def namespace_prefix() -> list[str]:
 
 
 def grade(submissions: Path, out: Path, root: Path, report: Path, *extra: str,
-          timeout: int, memory_limit: str = "2G", linger: float = 3.0) -> dict:
+          timeout: int, memory_limit: str = "2G", linger: float = 10.0) -> dict:
     """`python -m autograder grade` in its own PID namespace; returns {"rc", "stdout",
-    "stderr", "left"} where "left" lists the processes alive `linger` s after it ended."""
+    "stderr", "left"} where "left" lists the processes still alive in that namespace once it
+    has emptied or `linger` seconds after the command ended."""
     command = [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out),
                "--course-root", str(root), "--jobs", "2", "--timeout", str(timeout),
                "--memory-limit", memory_limit, *extra]
@@ -106,9 +114,10 @@ def read_rows(out: Path) -> dict[tuple[str, str], dict]:
     try:
         with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
-    except OSError:
+    except (OSError, csv.Error, UnicodeDecodeError):
         return {}
-    return {(row["student_id"], row["lesson"]): row for row in rows}
+    return {(row["student_id"], row["lesson"]): row for row in rows
+            if "student_id" in row and "lesson" in row}  # not a file something else wrote
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
