@@ -833,6 +833,21 @@ print(json.dumps(report))
 '''
 
 
+def _kill_processes_of(uid: int) -> None:
+    """End the processes of the test's own user (made for this test), each by its id."""
+    for name in os.listdir("/proc"):
+        try:
+            status = Path(f"/proc/{name}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if name.isdigit() and fields.get("Uid", "").split()[:1] == [str(uid)]:
+            try:
+                os.kill(int(name), 9)
+            except OSError:
+                pass
+
+
 @pytest.fixture(scope="module")
 def unprivileged(tmp_path_factory):
     """The sandbox module run by Debian's Python as an unprivileged user made for the test."""
@@ -862,7 +877,8 @@ def unprivileged(tmp_path_factory):
                                                "LANG": "C.UTF-8"},
                               capture_output=True, text=True, timeout=120)
     finally:
-        if created:
+        if created:  # what the probe started, if it could not end them; then the user
+            _kill_processes_of(user.pw_uid)
             subprocess.run(["userdel", name], check=False)
         shutil.rmtree(folder, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
