@@ -2,7 +2,7 @@
 
 `confine(policy)` is called in a freshly forked, single-threaded child (it keeps the warm
 state of the process it was forked from: torch and the course's modules are already
-imported). It returns in a new process that is PID 1 of its own PID namespace and
+imported). It returns in a new process, the only child of PID 1 of its own PID namespace, that
 
 - has its own user namespace, as an unprivileged uid (1000) mapped to `nobody` when the grader
   runs as root, or to the grader's own uid otherwise; no capabilities, no new privileges;
@@ -17,9 +17,10 @@ imported). It returns in a new process that is PID 1 of its own PID namespace an
   (cgroup v1 as root, or a delegated cgroup v2), and per process RLIMIT_AS, RLIMIT_NPROC
   (counted per user namespace), RLIMIT_FSIZE, RLIMIT_CORE.
 
-The forked child itself (C1) stays outside the new PID namespace, waits for the confined
-process (C2) and exits with its status: when C2 ends, the kernel kills every process left in
-its namespace, so nothing a notebook starts outlives it. This module uses only the standard
+The forked child itself (C1) stays outside the new PID namespace, waits for the namespace's
+PID 1 (C2, which only reaps) and exits with its status; C2 ends when the notebook's process
+(C3) ends, and then the kernel kills every process left in the namespace, so nothing a notebook
+starts outlives it. This module uses only the standard
 library, so it can be tested on its own.
 """
 
@@ -303,8 +304,8 @@ def check_available() -> str | None:
 
 def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     """Confine this freshly forked, single-threaded process (see the module's doc). Returns
-    in the confined process (PID 1 of its namespace); the calling process never returns: it
-    waits for that one and exits with its status.
+    in the confined process (the child of PID 1 of its namespace); the calling process never
+    returns: it waits and exits with the confined process's status.
 
     As root, the filesystem view is built first, in a mount namespace of the machine's own user
     namespace (so root can reach every folder it binds); then the process becomes `nobody` and
@@ -356,6 +357,24 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     except BaseException as err:  # noqa: BLE001
         os.write(2, f"sandbox: {err}\n".encode())
         os._exit(71)
+    # This process is PID 1 of the namespace: it only reaps, and the notebook runs in its
+    # child (a PID 1 ignores the signals its own namespace sends it, a notebook must not).
+    notebook = os.fork()
+    if notebook:
+        code = 0
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break
+            if pid == notebook:
+                code = (128 + os.WTERMSIG(status)) if os.WIFSIGNALED(status) \
+                    else os.WEXITSTATUS(status)
+                break
+        os._exit(code)  # the kernel ends every process left in the namespace
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _bind(source: str, target: str, readonly: bool = True) -> None:
