@@ -15,7 +15,7 @@ LESSON = "04_vector_jacobian_products"
 
 CASES = [
     # (exercise, variant, a phrase the first message must contain)
-    ("04-ex1", "jv-instead-of-vjp", "That is Jv, J times v as a column"),
+    ("04-ex1", "jv-instead-of-vjp", "That is Jv, J times v taken as a column"),
     ("04-ex1", "sum-gradient-times-v", "multiplied by v entry by entry"),
     ("04-ex1", "ignores-v", "as if v were all ones"),
     ("04-ex1", "jacobian-row-by-row", "builds J row by row"),
