@@ -3,9 +3,11 @@
 import os
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput,
+                                    DeduplicateIds, GetGrades, OverwriteKernelspec)
 
 from autograder.feedback import HideTestTracebacks
+from autograder.locked_cells import RestoreLockedCells
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
@@ -34,6 +36,15 @@ c.LimitOutput.max_traceback = 100
 # so those warnings are dropped before grading; any other stderr output still counts.
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"(UserWarning|FutureWarning|DeprecationWarning)"
+
+# Before running a submission, nbgrader restores its read-only cells (the test cells, hidden
+# tests included) from the gradebook. nbgrader's own OverwriteCells compares them with the
+# checksum taken before the hidden tests were cut out, so it reported every untouched test
+# cell as changed; RestoreLockedCells also accepts the cell as it was released. nbgrader's
+# default list, with that one step replaced.
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreLockedCells, CheckCellMetadata,
+]
 
 # Feedback shows the student's notebook with scores, without the hidden tests' source: the
 # hidden regions are cut from test cells, and a failing test's traceback (which would quote

@@ -47,6 +47,11 @@ def _add_grading_options(parser: argparse.ArgumentParser) -> None:
                         help="run every notebook from its first cell in its own process "
                              "(default: the cells before a lesson's first exercise run once "
                              "for all notebooks that have them unchanged)")
+    parser.add_argument("--notebook-timeout", type=int, default=600,
+                        help="seconds a whole notebook may run (default: 600)")
+    parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
+                        help="run student code unconfined, as plain nbgrader does: UNSAFE, "
+                             "only for submissions you trust (see docs/GRADING.md)")
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="always show the progress bar")
@@ -104,10 +109,17 @@ def main(argv: list[str] | None = None) -> int:
             grade_class(submissions, out, course_root=args.course_root, jobs=args.jobs,
                         lessons=args.lessons, engine=args.engine, timeout=args.timeout,
                         memory_limit=args.memory_limit, progress=args.progress,
-                        share_prologue=args.share_prologue)
+                        share_prologue=args.share_prologue, sandbox=args.sandbox,
+                        notebook_timeout=args.notebook_timeout)
         except (FileNotFoundError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
+        except RuntimeError as err:
+            from autograder.grading import SandboxUnavailable
+            if not isinstance(err, SandboxUnavailable):
+                raise
+            print(f"error: nothing was graded. {err}", file=sys.stderr)
+            return 3
         if args.command == "demo":
             print("Open the gradebook with `nbgrader formgrader` (or `jupyter lab` and the "
                   "Formgrader tab) from the course root.")
