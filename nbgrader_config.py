@@ -2,7 +2,6 @@
 
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput,
                                     DeduplicateIds, GetGrades, OverwriteKernelspec)
 
@@ -50,8 +49,16 @@ c.Autograde.sanitize_preprocessors = [
 # hidden regions are cut from test cells, and a failing test's traceback (which would quote
 # the failing line) is cut to its last line, the error message.
 c.ClearHiddenTests.enforce_metadata = False
-c.GenerateFeedback.preprocessors = [
-    GetGrades, HideTestTracebacks, ClearHiddenTests, CSSHTMLHeaderPreprocessor,
-]
+c.GenerateFeedback.preprocessors = [GetGrades, HideTestTracebacks, ClearHiddenTests]
+# The page itself (autograder/feedback.py): nothing a student wrote runs when it is opened
+# (HTML cleaned, a script policy), maths rendered offline by the environment's MathJax, code
+# in colour. `nbgrader generate_feedback` and `python -m autograder grade` both use it.
+c.GenerateFeedback.exporter_class = "autograder.feedback.FeedbackHTMLExporter"
+# The formgrader shows submissions through nbconvert's HTMLExporter: the same cleaning there
+# (markdown cells and outputs' HTML through the allow-list, no JavaScript outputs).
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.preprocessors = ["autograder.feedback.CleanNotebook"]
+c.HTMLExporter.filters = {"clean_html": "autograder.feedback.clean_html",
+                          "markdown2html": "autograder.feedback.markdown_to_clean_html"}
 
 c.Exchange.assignment_dir = COURSE_ROOT

@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: nothing was graded. {err}", file=sys.stderr)
             return 3
         if args.command == "demo":
-            print("Open the gradebook with `nbgrader formgrader` (or `jupyter lab` and the "
-                  "Formgrader tab) from the course root.")
+            print("Open the gradebook with `make formgrader` (nbgrader's formgrader in "
+                  "JupyterLab, from the course root).")
     return 0
 
 

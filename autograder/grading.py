@@ -85,6 +85,7 @@ class Report:
             lines.append(f"  {len(self.skipped)} files skipped (see grading.log)")
         lines.append(f"Grades: {self.out / 'grades.csv'}   feedback: {self.out / 'feedback'}   "
                      f"log: {self.out / 'grading.log'}")
+        lines.append("Gradebook: `make formgrader` opens nbgrader's formgrader on it.")
         return "\n".join(lines)
 
 
