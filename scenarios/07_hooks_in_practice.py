@@ -239,12 +239,11 @@ def float16_visible_example(float16_hooks, rng):
     w = torch.randn(30, 5, requires_grad=True)
     pack, unpack, counts = float16_hooks(min_elements=200)
     observed = {"counts before any forward pass": dict(counts)}
-    big = _pack_report(pack, unpack, torch.linspace(0, 1, 300))
-    small = _pack_report(pack, unpack, torch.ones(10))
-    indices = _pack_report(pack, unpack, torch.arange(250))
-    observed.update({
-        "a 300-element float32 tensor": big, "a 10-element float32 tensor": small,
-        "a 250-element int64 tensor": indices})
+    for name, tensor in [("a 300-element float32 tensor", torch.linspace(0, 1, 300)),
+                         ("a 10-element float32 tensor", torch.ones(10)),
+                         ("a 200-element float32 tensor", torch.ones(200)),
+                         ("a 250-element int64 tensor", torch.arange(250))]:
+        observed[name] = _pack_report(pack, unpack, tensor)
     pack, unpack, counts = float16_hooks(min_elements=200)
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         loss = torch.tanh(x @ w).pow(2).sum()
