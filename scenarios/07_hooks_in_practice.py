@@ -5,14 +5,11 @@ The models are small (a few layers of a few units, images of 8×8 pixels at most
 weights drawn from `rng`; the visible scenarios rebuild the test cells' own models.
 """
 
-import gc
-import weakref
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit.practice import deep_mlp, make_shapes, shape_cnn, tensor_bytes
+from coursekit.practice import deep_mlp, make_shapes, shape_cnn, tensor_bytes, watch_outputs
 from coursekit.scenarios import count_calls, mistake, scenario
 
 
@@ -45,25 +42,13 @@ def _random_mlp(rng):
 
 def _profile(output_grad_norms, weakest_layer, model, images, labels):
     """Run output_grad_norms under spies; observe its result and what it kept."""
-    linear_outputs = []
-    spies = [child.register_forward_hook(
-        lambda module, args, output: linear_outputs.append(weakref.ref(output)))
-        for child in model.children() if isinstance(child, nn.Linear)]
-    alive = []
-
-    def count_alive(module, args, output):
-        gc.collect()
-        alive.append(sum(ref() is not None for ref in linear_outputs))
-
-    spies.append(model.register_forward_hook(count_alive))
     with count_calls(torch.Tensor, "retain_grad") as retained, \
-            count_calls(torch.autograd, "grad") as autograd_grad:
+            count_calls(torch.autograd, "grad") as autograd_grad, \
+            watch_outputs(model) as outputs:
         found = output_grad_norms(model, images, labels)
-    for spy in spies:
-        spy.remove()
     observed = {"retain_grad calls": retained.count,
                 "torch.autograd.grad calls": autograd_grad.count,
-                "Linear outputs still alive when the forward pass ends": alive,
+                "Linear outputs kept at the end of each forward pass": outputs.per_pass,
                 "hooks left on the model": _forward_hooks_left(model)}
     if not isinstance(found, dict):
         observed["type of the result"] = type(found).__name__
@@ -254,12 +239,11 @@ def float16_visible_example(float16_hooks, rng):
     w = torch.randn(30, 5, requires_grad=True)
     pack, unpack, counts = float16_hooks(min_elements=200)
     observed = {"counts before any forward pass": dict(counts)}
-    big = _pack_report(pack, unpack, torch.linspace(0, 1, 300))
-    small = _pack_report(pack, unpack, torch.ones(10))
-    indices = _pack_report(pack, unpack, torch.arange(250))
-    observed.update({
-        "a 300-element float32 tensor": big, "a 10-element float32 tensor": small,
-        "a 250-element int64 tensor": indices})
+    for name, tensor in [("a 300-element float32 tensor", torch.linspace(0, 1, 300)),
+                         ("a 10-element float32 tensor", torch.ones(10)),
+                         ("a 200-element float32 tensor", torch.ones(200)),
+                         ("a 250-element int64 tensor", torch.arange(250))]:
+        observed[name] = _pack_report(pack, unpack, tensor)
     pack, unpack, counts = float16_hooks(min_elements=200)
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         loss = torch.tanh(x @ w).pow(2).sum()
