@@ -26,9 +26,9 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(BIN)/python -c "import coursekit, autograder"
 	@touch $@
 
-## lab: open the course in JupyterLab on its start page, with your own copies of the lessons in work/
+## lab: open the course in JupyterLab on its start page, with your own copies of the lessons in work/ (LAB_ARGS: more jupyter lab options)
 lab: setup
-	$(BIN)/python -m coursekit.lab --work "$(WORK)" open $(ROOT_FLAG)
+	$(BIN)/python -m coursekit.lab --work "$(WORK)" open $(ROOT_FLAG) $(LAB_ARGS)
 
 ## reset: start a lesson over from the release, keeping your copy in work/backups/: make reset LESSON=01_leaf_and_intermediate
 reset: setup

@@ -69,7 +69,7 @@ def exercise_results(notebook) -> list[ExerciseResult]:
         errors = [o for o in outputs if o.get("output_type") == "error"]
         if meta.get("solution") and errors:
             answer_errors[grade_id] = errors[0]
-        if not meta.get("grade"):
+        if not meta.get("grade") or grade_id == SUMMARY_ID:
             continue
         number = exercise_number(grade_id) or len(results) + 1
         points = float(meta.get("points", 0) or 0)
@@ -115,17 +115,23 @@ def validation_summary(results: list[ExerciseResult]) -> str:
         else:
             state = f"fails: {result.message}"
         lines.append(f"  Exercise {result.number} ({_points(result.points)}): {state}")
-    lines.append("Each failing test cell and its message follow. When the lesson is graded, "
+    lines.append("Below: each failing test cell and its message. When the lesson is graded, "
                  "hidden tests also try your code on other inputs.")
-    return "\n".join(lines) + "\n\n"
+    return "\n".join(lines) + "\n"
 
 
 _VALIDATING: dict[str, Any] = {}
+SUMMARY_ID = "validate-summary"
 
 
 def validation_started(notebook=None, **_: Any) -> None:
-    """nbclient's on_notebook_start hook: remember the notebook being validated."""
+    """nbclient's on_notebook_start hook: remember the notebook being validated, and give it an
+    empty first cell (skipped while running) where the summary will go."""
+    from nbformat.v4 import new_code_cell
+
     _VALIDATING["notebook"] = notebook
+    if notebook is not None:
+        notebook.cells.insert(0, new_code_cell("", id=SUMMARY_ID))
 
 
 def validation_cell_started(cell=None, cell_index: int | None = None, **_: Any) -> None:
@@ -137,13 +143,19 @@ def validation_cell_started(cell=None, cell_index: int | None = None, **_: Any) 
 
 
 def summarise_validation(notebook) -> None:
-    """Put the summary first in the first failing test cell, which is where Validate's dialog
-    starts (it shows the failing cells only)."""
+    """Fill the summary cell (the notebook's first, from `validation_started`) when exercises
+    fail. Validate's dialog lists the failing graded cells in order, each as "The following
+    cell failed:", its source and its error: made a failing graded cell worth no points, the
+    summary comes first. The notebook is not saved; when everything passes, the empty cell
+    without nbgrader metadata is not listed."""
+    summary = next((c for c in notebook.cells[:1] if c.get("id") == SUMMARY_ID), None)
     results = exercise_results(notebook)
-    failing = [r for r in results if not r.passed]
-    if not failing:
+    if summary is None or all(r.passed for r in results):
         return
     from nbformat.v4 import new_output
 
-    failing[0].cell.outputs.insert(
-        0, new_output("stream", name="stderr", text=validation_summary(results)))
+    summary.source = validation_summary(results).rstrip()
+    summary.metadata["nbgrader"] = {"grade": True, "grade_id": SUMMARY_ID, "points": 0,
+                                    "solution": False, "locked": False, "schema_version": 3}
+    summary.outputs = [new_output("error", ename="Summary", evalue="",
+                                  traceback=["(This is a summary, not a cell of your notebook.)"])]
