@@ -118,17 +118,29 @@ class _Tracker:
     answers: dict[str, CellRun] = field(default_factory=dict)
     definers: dict[str, str] = field(default_factory=dict)  # name -> grade id of its answer cell
     current_id: str | None = None
-    current_cell_id: str | None = None
     current_source: str = ""
 
-    # --- events ---------------------------------------------------------------------------
+    # --- events (IPython prints a traceback, on stderr, for a callback that raises: these never
+    #     raise, since a test cell with stderr output scores 0 in nbgrader) --------------------
 
     def pre_run_cell(self, info) -> None:
+        try:
+            self._pre_run_cell(info)
+        except Exception:  # noqa: BLE001
+            self.current_id = None
+
+    def post_run_cell(self, result) -> None:
+        try:
+            self._post_run_cell(result)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _pre_run_cell(self, info) -> None:
+        self.current_id, self.current_source = None, ""
         meta = getattr(info, "cell_meta", None) or {}
         nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
         grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
         self.current_id = grade_id if isinstance(grade_id, str) else None
-        self.current_cell_id = getattr(info, "cell_id", None)
         self.current_source = getattr(info, "raw_cell", "") or ""
         answer_id = _answer_id(self.current_id or "")
         if answer_id:
@@ -136,7 +148,7 @@ class _Tracker:
             if notice:
                 _show_notice(notice)
 
-    def post_run_cell(self, result) -> None:
+    def _post_run_cell(self, result) -> None:
         grade_id = self.current_id
         if not grade_id or not grade_id.endswith("-answer"):
             return

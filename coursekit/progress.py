@@ -115,8 +115,8 @@ def validation_summary(results: list[ExerciseResult]) -> str:
         else:
             state = f"fails: {result.message}"
         lines.append(f"  Exercise {result.number} ({_points(result.points)}): {state}")
-    lines.append("Below: each failing test cell and its message. When the lesson is graded, "
-                 "hidden tests also try your code on other inputs.")
+    lines += ["Below: each failing test cell and its message.",
+              "When the lesson is graded, hidden tests also try your code on other inputs."]
     return "\n".join(lines) + "\n"
 
 

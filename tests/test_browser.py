@@ -29,7 +29,8 @@ pytestmark = pytest.mark.browser
 LESSON = "01_leaf_and_intermediate"
 NOTEBOOK = f"{LESSON}/{LESSON}.ipynb"
 START_PAGE = "START-HERE.md"
-PRACTICE = "practice/practice.ipynb"  # tests/fixtures/lab/practice.ipynb: one exercise, two hints
+# tests/fixtures/lab/practice.ipynb (one exercise, two hints), beside a lesson's copy
+PRACTICE = "01_leaf_and_intermediate/practice.ipynb"
 VALIDATE_SUCCESS = "Success! Your notebook passes all the tests."
 DOCS_IMAGES = REPO_ROOT / "docs" / "images"
 
@@ -75,6 +76,7 @@ def docs_image(locator_or_page, name: str) -> None:
     lab_page.ARTIFACTS.mkdir(parents=True, exist_ok=True)
     locator_or_page.screenshot(path=str(screenshot_path))
     if os.environ.get("UPDATE_DOCS_IMAGES") == "1":
+        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(screenshot_path, DOCS_IMAGES / name)
 
 
@@ -91,7 +93,7 @@ def student_lab(tmp_path_factory):
     tracker.parent.mkdir(parents=True)
     tracker.write_text(json.dumps({"windowingMode": "none"}))
     practice = work / PRACTICE
-    practice.parent.mkdir(parents=True)
+    practice.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(REPO_ROOT / "tests" / "fixtures" / "lab" / "practice.ipynb", practice)
     server = JupyterLab(root_dir=work, state_dir=base / "jupyter", cwd=REPO_ROOT,
                         command=lambda address: ["make", "--no-print-directory", "-s", "lab",
@@ -217,7 +219,6 @@ def test_make_lab_opens_the_start_page_on_the_students_own_copies(page, student_
     truncated = items.evaluate_all("els => els.filter(e => e.scrollWidth > e.clientWidth + 1)"
                                    ".map(e => e.textContent)")
     assert not truncated, f"names cut short in the file browser: {truncated}"
-    docs_image(page, "start-page.png")
     screenshot(page, "student-00-start-page")
 
 
@@ -308,6 +309,7 @@ def test_student_goes_from_the_start_page_through_lesson_01_to_lesson_02(page, s
     page.locator(".jp-RenderedMarkdown tr").first.wait_for()
     expected = (f"1 of {len(points)} exercises pass ({points[0]:g} of {sum(points):g} points)")
     assert expected in _progress_row(page, "01"), _progress_row(page, "01")
+    docs_image(page, "start-page.png")
     screenshot(page, "student-05-start-page-progress")
 
     # 7. Validate sums up: which exercises pass, and the points.
@@ -342,12 +344,6 @@ def test_student_goes_from_the_start_page_through_lesson_01_to_lesson_02(page, s
     saved = nbformat.read(student_file, as_version=4)
     for index in answers:
         assert "NotImplementedError" not in saved.cells[index].source
-    validate = subprocess.run(
-        [str(VENV_BIN / "nbgrader"), "validate", str(student_file)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-        env=lab_page.venv_env())
-    assert validate.returncode == 0, validate.stdout + validate.stderr
-    assert VALIDATE_SUCCESS in validate.stdout, validate.stdout + validate.stderr
 
     # 9. The link at the bottom opens lesson 02; its link back opens lesson 01 again.
     following = LESSONS[1]

@@ -289,3 +289,18 @@ def test_validate_lists_a_summary_first_and_nothing_more_when_all_pass():
     validation_started(notebook=passing)
     validation_cell_started(cell=passing.cells[-1], cell_index=len(passing.cells) - 1)
     assert Validator()._get_failed_cells(passing) == []
+
+
+def test_copies_and_resets_never_touch_the_release(course):
+    """Students never change notebooks/, so `git pull` of corrected lessons cannot conflict."""
+    root, work = course
+    before = {p: p.read_bytes() for p in (root / "notebooks").rglob("*") if p.is_file()}
+    lab.prepare(work, root)
+    for lesson in LESSONS:
+        notebook = _copy(work, lesson)
+        _pass(_tests(notebook)[0])
+        nbformat.write(notebook, lab.copy_path(lesson, work))
+    lab.reset(FIRST, work, root)
+    lab.prepare(work, root)
+    after = {p: p.read_bytes() for p in (root / "notebooks").rglob("*") if p.is_file()}
+    assert after == before
