@@ -8,9 +8,11 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # Jupyter refuses to run as root unless told.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# Where `make lab` keeps the student's own copies of the lessons (git-ignored).
+WORK ?= $(CURDIR)/work
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
-.PHONY: setup lab lab-solutions formgrader test release outputs lock clean
+.PHONY: setup lab reset lab-solutions formgrader test release outputs lock clean
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date)
 setup: $(STAMP)
@@ -24,9 +26,14 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(BIN)/python -c "import coursekit, autograder"
 	@touch $@
 
-## lab: open the student notebooks in JupyterLab (nbgrader's instructor panels hidden, Validate kept)
+## lab: open the course in JupyterLab on its start page, with your own copies of the lessons in work/ (LAB_ARGS: more jupyter lab options)
 lab: setup
-	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/student $(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+	$(BIN)/python -m coursekit.lab --work "$(WORK)" open $(ROOT_FLAG) $(LAB_ARGS)
+
+## reset: start a lesson over from the release, keeping your copy in work/backups/: make reset LESSON=01_leaf_and_intermediate
+reset: setup
+	@test -n "$(LESSON)" || { echo "usage: make reset LESSON=<lesson>, for example make reset LESSON=01_leaf_and_intermediate" >&2; exit 2; }
+	@$(BIN)/python -m coursekit.lab --work "$(WORK)" reset "$(LESSON)"
 
 ## lab-solutions: open the instructor notebooks (solutions and hidden tests) in JupyterLab
 lab-solutions: setup
