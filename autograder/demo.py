@@ -187,9 +187,11 @@ def build_demo_class(dest: Path, root: Path = COURSE_ROOT,
     return dest
 
 
-# Names for the demo's roster; the last one submits nothing, so the report shows it.
-DEMO_NAMES = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Edsger Dijkstra",
-              "Barbara Liskov", "Donald Knuth", "John Backus", "Frances Allen"]
+# Names for the demo's roster; the one who submits nothing shows in the report.
+DEMO_NAMES = {"correct": "Ada Lovelace", "partial": "Alan Turing", "blank": "Grace Hopper",
+              "duplicate": "Edsger Dijkstra", "broken": "Barbara Liskov"}
+MORE_NAMES = ["Donald Knuth", "John Backus", "Frances Allen", "Tony Hoare", "Niklaus Wirth",
+              "Radia Perlman", "Ken Thompson"]
 NO_SHOW = ("no-show", "Katherine Johnson")
 
 
@@ -218,7 +220,8 @@ def write_demo_roster(path: Path, students: list[str]) -> Path:
     """A roster (id, name, email) for the demo's `students`, and one who submitted nothing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    people = [(student, DEMO_NAMES[i % len(DEMO_NAMES)]) for i, student in enumerate(students)]
+    others = iter(MORE_NAMES * (len(students) // len(MORE_NAMES) + 1))
+    people = [(student, DEMO_NAMES.get(student) or next(others)) for student in students]
     lines = ["id,name,email"]
     lines += [f"{student},{name},{student}@example.org" for student, name in [*people, NO_SHOW]]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -578,8 +578,11 @@ def _remember_graded(root: Path, intake: Intake, results: list[Result],
 
 def _roster_rows(results: list[Result], intake: Intake, chosen: list[str],
                  specs: dict) -> list[Result]:
-    """A `missing` row per lesson for each roster student with nothing in SUBMISSIONS."""
-    if intake.roster_report is None or intake.only_new:
+    """A `missing` row per lesson for each roster student with nothing in SUBMISSIONS; none
+    at all when grading only what is new in submitted/ (a lesson not there is no news)."""
+    if intake.only_new:
+        return [r for r in results if r.status != "missing"]
+    if intake.roster_report is None:
         return results
     have = {r.student_id for r in results if r.student_id}
     for entry in intake.roster_report.absent:
