@@ -235,9 +235,9 @@ def score_histograms(scores: dict[str, list[float]], maxima: dict[str, float]) -
     lessons = [lesson for lesson in scores if scores[lesson]]
     if not lessons:
         return None
-    columns = min(3, len(lessons))
+    columns = min(4, len(lessons))
     rows = math.ceil(len(lessons) / columns)
-    figure = Figure(figsize=(4.2 * columns, 2.8 * rows))
+    figure = Figure(figsize=(3.3 * columns, 2.3 * rows))
     for index, lesson in enumerate(lessons):
         axes = figure.add_subplot(rows, columns, index + 1)
         top = maxima.get(lesson) or max(scores[lesson]) or 1.0
