@@ -88,28 +88,39 @@ def needs_review(row: dict) -> str | None:
 def gradebook_cell_grades(config, results) -> list[dict]:
     """The test cells' grades of the graded results, from nbgrader's gradebook (manual
     scores included): {student, lesson, cell, score, max_score}."""
-    from nbgrader.api import MissingEntry
+    from nbgrader.api import (Assignment, GradeCell, Grade, MissingEntry, SubmittedAssignment,
+                              SubmittedNotebook)
 
     from autograder.nbgrader_inproc import gradebook
 
-    rows = []
-    wanted = [(r["student_id"], r["lesson"]) for r in map(_row, results)
-              if r["status"] == "graded" and r["student_id"] and r["lesson"]]
+    wanted = {(r["student_id"], r["lesson"]) for r in map(_row, results)
+              if r["status"] == "graded" and r["student_id"] and r["lesson"]}
     if not wanted:
-        return rows
+        return []
+    rows = []
     with gradebook(config) as gb:
-        for student, lesson in wanted:
+        answers = {}  # lesson -> its answer cells (graded by hand, no test)
+        for lesson in {lesson for _, lesson in wanted}:
             try:
-                notebook = gb.find_submission_notebook(lesson, lesson, student)
+                notebook = gb.find_notebook(lesson, lesson)
             except MissingEntry:
                 continue
-            solution_cells = {cell.name for cell in notebook.notebook.solution_cells}
-            for grade in notebook.grades:
-                if grade.name in solution_cells or not grade.max_score:
-                    continue  # answer cells graded by hand have no test
-                rows.append({"student": student, "lesson": lesson, "cell": grade.name,
-                             "score": float(grade.score or 0.0),
-                             "max_score": float(grade.max_score)})
+            answers[lesson] = {cell.name for cell in notebook.solution_cells}
+        query = (gb.db.query(SubmittedAssignment.student_id, Assignment.name, GradeCell.name,
+                             Grade.auto_score, Grade.manual_score, GradeCell.max_score)
+                 .select_from(Grade)
+                 .join(GradeCell, Grade.cell_id == GradeCell.id)
+                 .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
+                 .join(SubmittedAssignment,
+                       SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+                 .join(Assignment, SubmittedAssignment.assignment_id == Assignment.id))
+        for student, lesson, cell, auto, manual, points in query:
+            if (student, lesson) not in wanted or cell in answers.get(lesson, ()) or not points:
+                continue
+            score = manual if manual is not None else auto  # nbgrader's rule
+            rows.append({"student": student, "lesson": lesson, "cell": cell,
+                         "score": float(score or 0.0), "max_score": float(points)})
+    rows.sort(key=lambda row: (row["lesson"], row["student"], row["cell"]))
     return rows
 
 
@@ -224,7 +235,7 @@ def _png(figure) -> str:
 
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=100)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
@@ -237,7 +248,7 @@ def score_histograms(scores: dict[str, list[float]], maxima: dict[str, float]) -
         return None
     columns = min(4, len(lessons))
     rows = math.ceil(len(lessons) / columns)
-    figure = Figure(figsize=(3.3 * columns, 2.3 * rows))
+    figure = Figure(figsize=(3.3 * columns, 2.3 * rows), layout="constrained")
     for index, lesson in enumerate(lessons):
         axes = figure.add_subplot(rows, columns, index + 1)
         top = maxima.get(lesson) or max(scores[lesson]) or 1.0
@@ -253,7 +264,6 @@ def score_histograms(scores: dict[str, list[float]], maxima: dict[str, float]) -
         axes.yaxis.get_major_locator().set_params(integer=True)
         axes.tick_params(labelsize=8)
         axes.spines[["top", "right"]].set_visible(False)
-    figure.tight_layout()
     return _png(figure)
 
 
@@ -265,7 +275,7 @@ def pass_rate_bars(exercises: list[Exercise]) -> str | None:
     if not exercises:
         return None
     labels = [f"{e.lesson} · {e.exercise}" for e in exercises]
-    figure = Figure(figsize=(8.5, 0.9 + 0.42 * len(exercises)))
+    figure = Figure(figsize=(8.5, 0.9 + 0.42 * len(exercises)), layout="constrained")
     axes = figure.add_subplot(1, 1, 1)
     height = 0.38
     series = [("visible", "visible checks", "#55a868"), ("hidden", "hidden checks", "#c44e52"),
@@ -276,14 +286,13 @@ def pass_rate_bars(exercises: list[Exercise]) -> str | None:
         positions = [i + (offset - (len(shown) - 1) / 2) * height for i in range(len(exercises))]
         axes.barh(positions, values, height=height, color=colour, label=label)
     axes.set_yticks(range(len(exercises)), labels, fontsize=8)
-    axes.invert_yaxis()
+    axes.set_ylim(len(exercises) - 0.5, -0.5)  # the first exercise on top, no margins
     axes.set_xlim(0, 100)
     axes.set_xlabel("pass rate (%)", fontsize=9)
     axes.tick_params(axis="x", labelsize=8)
     axes.spines[["top", "right"]].set_visible(False)
     axes.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(shown),
                 frameon=False)
-    figure.tight_layout()
     return _png(figure)
 
 
