@@ -40,6 +40,7 @@ def course(tmp_path):
     return root, Lessons(root)
 
 
+@pytest.mark.slow
 def test_the_demo_has_a_course_and_a_gradebook_of_its_own(course):
     from nbgrader.api import Gradebook
 
@@ -68,6 +69,7 @@ def test_the_demo_has_a_course_and_a_gradebook_of_its_own(course):
     assert (demo / "course" / "submitted" / "correct" / A / f"{A}.ipynb").is_file()
 
 
+@pytest.mark.slow
 def test_grading_submitted_grades_what_is_new(course, tmp_path):
     from nbgrader.api import Gradebook
 

@@ -285,6 +285,7 @@ def test_bad_rosters_say_what_is_wrong(tmp_path, text, words):
 # --------------------------------------------------------------------------------------------
 # End to end: a Canvas zip with a refused folder, and a roster
 
+@pytest.mark.slow
 def test_grading_a_canvas_zip_with_a_roster(course, tmp_path, notebook_text):
     from nbgrader.api import Gradebook
 

@@ -173,6 +173,7 @@ def test_links_in_a_folder_are_not_followed(course, tmp_path):
 # --------------------------------------------------------------------------------------------
 # A class of all of them, graded: the honest student keeps full marks
 
+@pytest.mark.slow
 def test_a_class_of_bad_files_is_graded_around_them(course, tmp_path):
     root, lessons = course
     folder = tmp_path / "class"
