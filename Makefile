@@ -10,7 +10,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
-.PHONY: setup lab lab-solutions test release outputs lock clean
+.PHONY: setup lab lab-solutions formgrader test release outputs lock clean
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date)
 setup: $(STAMP)
@@ -31,6 +31,15 @@ lab: setup
 ## lab-solutions: open the instructor notebooks (solutions and hidden tests) in JupyterLab
 lab-solutions: setup
 	$(BIN)/jupyter lab --ServerApp.root_dir=solutions $(ROOT_FLAG)
+
+## formgrader: open nbgrader's formgrader on this course's gradebook and print its URL ([COURSE=<course root>] [PORT=8888])
+# JupyterLab from the course root, with nbgrader's instructor panels (which `make lab` hides);
+# it opens on the formgrader's page, /formgrader.
+COURSE ?= $(CURDIR)
+formgrader: setup
+	@test -f "$(COURSE)/nbgrader_config.py" || { echo "$(COURSE) is not a course root (no nbgrader_config.py): pass COURSE=<the folder with nbgrader_config.py and gradebook.db>" >&2; exit 2; }
+	@echo "Starting nbgrader's formgrader for $(abspath $(COURSE)); open the address that ends in /formgrader?token=... below (Ctrl-C stops it)."
+	cd "$(COURSE)" && env -u JUPYTER_CONFIG_PATH "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(abspath $(COURSE))" --LabApp.default_url=/formgrader $(if $(PORT),--ServerApp.port=$(PORT)) $(ROOT_FLAG) $(FORMGRADER_ARGS)
 
 ## test: run the whole test suite (unit tests, nbval over solutions/, release check, grading)
 test: setup
@@ -62,6 +71,6 @@ grade: setup
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder or .zip> [OUT=grading]" >&2; exit 2; }
 	$(BIN)/python -m autograder grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(JOBS),--jobs $(JOBS)) $(if $(LESSONS),--lessons $(LESSONS)) $(GRADE_ARGS)
 
-## demo: build a small course of its own in demo/ (its own gradebook) and grade a synthetic class there; see demo/out/report.html
+## demo: build a small course of its own in demo/ (its own gradebook) and grade a synthetic class there; see demo/out/report.html, and `make formgrader COURSE=demo/course`
 demo: setup
 	$(BIN)/python -m autograder demo --timeout $(DEMO_TIMEOUT) $(GRADE_ARGS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -27,7 +28,8 @@ ENGINES = ("fork", "nbgrader")  # as autograder.grading, without importing nbgra
 DEFAULT_MEMORY_LIMIT = 4 << 30
 LAYOUTS = ("auto", "folders", "nbgrader", "canvas", "moodle", "blackboard")
 EXPORT_FORMATS = ("canvas", "moodle", "csv")
-EXIT_REFUSED = 3  # graded, but some notebooks were refused: whose they are cannot be told
+EXIT_NO_SANDBOX = 3  # nothing graded: this machine cannot confine notebooks
+EXIT_REFUSED = 4  # graded, but some notebooks were refused: whose they are cannot be told
 
 
 def _add_grading_options(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +56,11 @@ def _add_grading_options(parser: argparse.ArgumentParser) -> None:
                         help="the class list (id,name,email): names and emails go into the "
                              "gradebook; the report lists ids not on it and students on it "
                              "who submitted nothing")
+    parser.add_argument("--notebook-timeout", type=int, default=600,
+                        help="seconds a whole notebook may run (default: 600)")
+    parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
+                        help="run student code unconfined, as plain nbgrader does: UNSAFE, "
+                             "only for submissions you trust (see docs/GRADING.md)")
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="always show the progress bar")
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                     "nbgrader's <student>/<lesson>/<lesson>.ipynb, or a Canvas, Moodle or "
                     "Blackboard export. Writes nbgrader's gradebook, OUT/grades.csv, "
                     "OUT/feedback/<student>/<lesson>.html, OUT/report.html and OUT/items.csv. "
-                    "Exit status 3: some notebooks were refused because whose they are cannot "
+                    "Exit status 4: some notebooks were refused because whose they are cannot "
                     "be told (the rest is graded).")
     grade_parser.add_argument("submissions", type=Path, metavar="SUBMISSIONS")
     grade_parser.add_argument("--out", "-o", type=Path, required=True, metavar="OUT",
@@ -173,15 +180,23 @@ def _grade(args: argparse.Namespace) -> int:
         report = grade_class(submissions, out, course_root=course_root, jobs=args.jobs,
                              lessons=args.lessons, engine=args.engine, timeout=args.timeout,
                              memory_limit=args.memory_limit, progress=args.progress,
-                             share_prologue=args.share_prologue, intake=intake)
+                             share_prologue=args.share_prologue, sandbox=args.sandbox,
+                             notebook_timeout=args.notebook_timeout, intake=intake)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except RuntimeError as err:
+        from autograder.grading import SandboxUnavailable
+        if not isinstance(err, SandboxUnavailable):
+            raise
+        print(f"error: nothing was graded. {err}", file=sys.stderr)
+        return EXIT_NO_SANDBOX
     if args.command == "demo":
+        shown = os.path.relpath(course_root) if not os.path.relpath(course_root).startswith("..") \
+            else str(course_root)
         print(f"The demo has a course root of its own, {course_root}, with its own "
-              "gradebook.db; the course's gradebook was not touched. To browse it in nbgrader's "
-              f"formgrader, start Jupyter from there (cd {course_root} && jupyter lab) and open "
-              "Nbgrader > Formgrader.")
+              "gradebook.db; the course's gradebook was not touched. `make formgrader "
+              f"COURSE={shown}` opens nbgrader's formgrader on it.")
     if report.intake is not None and report.intake.refused:
         print(f"error: {len(report.intake.refused)} notebooks were not graded because whose "
               "they are cannot be told (see the rows without a student id in grades.csv); "

@@ -198,8 +198,8 @@ NO_SHOW = ("no-show", "Katherine Johnson")
 def build_demo_course(dest: Path, root: Path = COURSE_ROOT,
                       names: list[str] | None = None) -> Path:
     """A course root for the demo at `dest`: the course's nbgrader_config.py and the lessons'
-    solutions/ and notebooks/ folders, copied; its own gradebook.db, submitted/, autograded/
-    and feedback/ start empty (an earlier demo's are removed)."""
+    solutions/, notebooks/ and scenarios/, copied; its own gradebook.db, course secret,
+    submitted/, autograded/ and feedback/ start empty (an earlier demo's are removed)."""
     dest, root = Path(dest).resolve(), Path(root).resolve()
     if dest == root or dest in root.parents:
         raise ValueError(f"the demo's course folder {dest} must not be the course root or "
@@ -213,6 +213,10 @@ def build_demo_course(dest: Path, root: Path = COURSE_ROOT,
         for folder in ("solutions", "notebooks"):
             if (root / folder / lesson).is_dir():
                 shutil.copytree(root / folder / lesson, dest / folder / lesson, ignore=ignore)
+        scenarios = root / "scenarios" / f"{lesson}.py"  # the checks the grader scores with
+        if scenarios.is_file():
+            (dest / "scenarios").mkdir(exist_ok=True)
+            shutil.copy2(scenarios, dest / "scenarios" / scenarios.name)
     return dest
 
 

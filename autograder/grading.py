@@ -45,6 +45,15 @@ CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "reason"]
 DEFAULT_MEMORY_LIMIT = 4 * GiB
 
 
+UNSAFE_WARNING = ("WARNING: grading WITHOUT the sandbox. Student code runs as you, with your "
+                  "files, your network and your processes in reach, as in plain nbgrader. "
+                  "Do this only for submissions you trust.")
+
+
+class SandboxUnavailable(RuntimeError):
+    """This machine cannot confine notebooks; the message says why and what to do."""
+
+
 def default_jobs() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -85,6 +94,7 @@ class Report:
         if (self.out / "report.html").is_file():
             lines.append(f"Class report: {self.out / 'report.html'}   items: "
                          f"{self.out / 'items.csv'}")
+        lines.append("Gradebook: `make formgrader` opens nbgrader's formgrader on it.")
         return "\n".join(lines)
 
 
@@ -226,7 +236,8 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
                 jobs: int | None = None, lessons: list[str] | None = None,
                 engine: str = "fork", timeout: int | None = None,
                 memory_limit: int = DEFAULT_MEMORY_LIMIT, progress: bool | None = None,
-                share_prologue: bool = True, echo=print, intake: Intake | None = None) -> Report:
+                share_prologue: bool = True, sandbox: bool = True,
+                notebook_timeout: int = 600, echo=print, intake: Intake | None = None) -> Report:
     """Grade every submission in `submissions` (a folder or a .zip); see the module's doc.
     `intake`: the layout, roster and selection of students (default: detected, none, all)."""
     started = time.monotonic()
@@ -257,17 +268,26 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         jobs = 1  # nbgrader's own command, one notebook at a time, as instructors run it
     os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
     warnings.filterwarnings("ignore", module="nbformat")
+    if engine == "fork" and sandbox:
+        from autograder.runner.sandbox import check_available
+        problem = check_available()
+        if problem:
+            raise SandboxUnavailable(problem)
+    elif echo:
+        echo(UNSAFE_WARNING)
 
     with course_lock(root, echo):
         return _grade_class(submissions, out, root, known, jobs, lessons, engine, timeout,
                             memory_limit, progress, share_prologue, echo, started,
-                            intake or Intake())
+                            sandbox, notebook_timeout, intake or Intake())
 
 
 def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], jobs: int,
                  lessons: list[str] | None, engine: str, timeout: int | None,
                  memory_limit: int, progress: bool | None, share_prologue: bool, echo,
-                 started: float, intake: Intake) -> Report:
+                 started: float, sandbox: bool = True, notebook_timeout: int = 600,
+                 intake: Intake | None = None) -> Report:
+    intake = intake or Intake()
     out.mkdir(parents=True, exist_ok=True)
     _remove(out / "feedback")
     scratch = Path(tempfile.mkdtemp(prefix="autograder-grade-"))
@@ -298,7 +318,8 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
                             timeout=int(timeout or 0), memory_limit=int(memory_limit),
                             lock_path=str(scratch / "gradebook.lock"),
                             threads=max(1, default_jobs() // workers) if engine == "fork" else 0,
-                            share_prologue=share_prologue)
+                            share_prologue=share_prologue, sandbox=sandbox,
+                            notebook_timeout=int(notebook_timeout))
         install_gradebook_lock(settings.lock_path)
         if not timeout:  # the course's limit, from nbgrader_config.py
             settings.timeout = int(course_config(root).Execute.get("timeout", 60) or 60)
@@ -316,6 +337,11 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
         results, tasks = _plan(found, chosen, specs, lesson_ids, skipped,
                                root / "submitted" if in_place else None)
         results = _roster_rows(results, intake, chosen, specs)
+        classmates: dict[str, list[str]] = {}
+        for task in tasks:  # reference runs are made once for all of a lesson's students
+            classmates.setdefault(task["lesson"], []).append(task["student"])
+        for task in tasks:
+            task["classmates"] = classmates[task["lesson"]]
         # Lesson by lesson: a worker then runs a lesson's shared prologue once.
         tasks.sort(key=lambda t: (chosen.index(t["lesson"]), t["student"]))
         _prepare_course(config, root, results, tasks, out, submissions, in_place)

@@ -205,6 +205,9 @@ def graded_course(tmp_path_factory):
         for lesson in DEMO_LESSONS:
             shutil.copytree(REPO_ROOT / folder / lesson, root / folder / lesson,
                             ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    (root / "scenarios").mkdir()  # the hidden checks the grader scores with
+    for lesson in DEMO_LESSONS:
+        shutil.copy2(REPO_ROOT / "scenarios" / f"{lesson}.py", root / "scenarios")
     course = Lessons(root, list(DEMO_LESSONS))
     submissions = base / "class"
     for index, lesson in enumerate(DEMO_LESSONS):

@@ -305,8 +305,8 @@ def test_grading_a_canvas_zip_with_a_roster(course, tmp_path, notebook_text):
          "--course-root", str(root), "--jobs", "1", "--timeout", "20", "--no-progress",
          "--roster", str(roster), "--lessons", A],
         capture_output=True, text=True, timeout=600, env=dict(os.environ, CI="true"))
-    # Refused notebooks: the run says so and exits 3; everyone else is graded.
-    assert done.returncode == 3, done.stdout + done.stderr
+    # Refused notebooks: the run says so and exits 4; everyone else is graded.
+    assert done.returncode == 4, done.stdout + done.stderr
     assert "whose they are cannot be told" in done.stderr
     assert "Read as: Canvas export" in done.stdout
     with open(out / "grades.csv", newline="", encoding="utf-8") as handle:

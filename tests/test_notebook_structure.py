@@ -36,15 +36,24 @@ def test_grade_ids_are_unique_and_graded_cells_have_points(lesson):
         assert meta.get("schema_version") == 3
 
 
-def test_at_least_three_exercises_each_with_answer_and_hidden_tests(lesson):
+def test_at_least_three_exercises_each_with_answer_and_hidden_checks(lesson):
+    """Hidden checks are scenarios (scenarios/<lesson>.py, never released): each exercise has a
+    visible one and a hidden one (tests/test_scenarios.py checks them)."""
+    from coursekit.scenarios import collect
+    from autograder.runner.observe import load_module
+    from autograder.release import COURSE_ROOT
     notebook = read_notebook(solution_path(lesson))
     answers, tests = answer_cells(notebook), graded_cells(notebook)
     assert len(answers) >= 3 and len(tests) >= 3, f"{lesson}: {len(answers)} answers, {len(tests)} tests"
     for cell in answers:
         assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source, \
             f"{grading(cell)['grade_id']} lacks solution markers"
+    path = COURSE_ROOT / "scenarios" / f"{lesson}.py"
+    scenarios, _ = collect(load_module(path.read_text(), str(path)))
     for cell in tests:
-        assert "### BEGIN HIDDEN TESTS" in cell.source, f"{grading(cell)['grade_id']} has no hidden tests"
+        exercise = grading(cell)["grade_id"].rsplit("-test", 1)[0]
+        mine = [s for s in scenarios if s.exercise == exercise]
+        assert any(not s.visible for s in mine), f"{exercise} has no hidden scenario"
         assert without_hidden_tests(cell.source).strip(), f"{grading(cell)['grade_id']} has no visible test"
 
 
