@@ -78,6 +78,6 @@ grade: setup
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder or .zip> [OUT=grading]" >&2; exit 2; }
 	$(BIN)/python -m autograder grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(JOBS),--jobs $(JOBS)) $(if $(LESSONS),--lessons $(LESSONS)) $(GRADE_ARGS)
 
-## demo: build a small synthetic class in demo/ and grade it; then `make formgrader` shows it
+## demo: build a small course of its own in demo/ (its own gradebook) and grade a synthetic class there; see demo/out/report.html, and `make formgrader COURSE=demo/course`
 demo: setup
 	$(BIN)/python -m autograder demo --timeout $(DEMO_TIMEOUT) $(GRADE_ARGS)
