@@ -2,8 +2,8 @@
 
 `confine(policy)` is called in a freshly forked, single-threaded child (it keeps the warm
 state of the process it was forked from: torch and the course's modules are already
-imported). It returns in a new process that lives in a PID namespace of its own (under that
-namespace's init, which runs none of the notebook's code) and
+imported). It returns in a new process, the only child of PID 1 of its own PID namespace (an
+init of the sandbox's own that runs none of the notebook's code), that
 
 - has its own user namespace, as an unprivileged uid (1000) mapped to `nobody` when the grader
   runs as root, or to the grader's own uid otherwise; no capabilities, no new privileges;
@@ -325,8 +325,8 @@ def check_available() -> str | None:
 
 def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     """Confine this freshly forked, single-threaded process (see the module's doc). Returns
-    in the confined process (PID 2 of its namespace, under an init of the sandbox's own); the
-    calling process never returns: it waits for that init and exits with its status.
+    in the confined process (the child of PID 1 of its namespace); the calling process never
+    returns: it waits and exits with the confined process's status.
 
     As root, the filesystem view is built first, in a mount namespace of the machine's own user
     namespace (so root can reach every folder it binds); then the process becomes `nobody` and
@@ -365,11 +365,12 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         _exit_with(_wait_for(child))
     # C2: PID 1 of the new namespace. It runs no student code: it forks the notebook's process
-    # (C3) and waits. It dies with C1 (parent-death signal) and, being the namespace's init,
-    # takes every process of the namespace with it. The notebook can clear its own
-    # parent-death signal or leave the process group the grader kills, but not C2's: from
-    # inside the namespace, init gets no signal it has no handler for, and C2 is not dumpable
-    # (no ptrace, no /proc/1/mem, no pidfd_getfd).
+    # (C3) and reaps. (A PID 1 ignores the signals its own namespace sends it; a notebook must
+    # not.) It dies with C1 (parent-death signal) and, being the namespace's init, takes every
+    # process of the namespace with it. The notebook can clear its own parent-death signal or
+    # leave the process group the grader kills, but not C2's: from inside the namespace, init
+    # gets no signal it has no handler for, and C2 is not dumpable (no ptrace, no
+    # /proc/1/mem, no pidfd_getfd).
     os.close(alive_w)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if select.select([alive_r], [], [], 0)[0]:  # C1 is already gone
