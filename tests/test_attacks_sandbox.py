@@ -779,6 +779,18 @@ if pid == 0:
             seen["network"] = "connected"
     except OSError as err:
         seen["network"] = err.strerror
+    # Its namespace's init (PID 1, when the notebook is not PID 1 itself): can the notebook
+    # take it over (ptrace, or its memory), and so keep the namespace alive?
+    if os.getpid() != 1:
+        attached = libc.ptrace(ctypes.c_long(16), ctypes.c_long(1), None, None)  # ATTACH
+        seen["ptrace-init"] = "attached" if attached == 0 else os.strerror(ctypes.get_errno())
+        if attached == 0:
+            libc.ptrace(ctypes.c_long(17), ctypes.c_long(1), None, None)  # DETACH
+        try:
+            with open("/proc/1/mem", "r+b"):
+                seen["init-memory"] = "opened"
+        except OSError as err:
+            seen["init-memory"] = err.strerror
     try:
         os.kill(-1, signal.SIGKILL)
     except OSError:
@@ -896,6 +908,9 @@ def test_unprivileged_sandbox_confines(unprivileged):
     assert inside["home"] == "No such file or directory", inside
     assert inside["network"] == "Network is unreachable", inside
     assert unprivileged["accepted"] is False
+    if "ptrace-init" in inside:  # the notebook runs under an init: it cannot take it over
+        assert inside["ptrace-init"] == "Operation not permitted", inside
+        assert inside["init-memory"] in ("Operation not permitted", "Permission denied"), inside
 
 
 def test_unprivileged_sandbox_leaves_no_process(unprivileged):
