@@ -608,16 +608,18 @@ def test_gradebook_holds_what_grading_wrote(attacked):
     from nbgrader.api import Gradebook
 
     root, rows = attacked["root"], attacked["rows"]
+    imported = {key: row for key, row in rows.items() if row["status"] not in ("invalid",
+                                                                               "missing")}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "autograd-hooks") as gb:
-        assert {s.id for s in gb.students} == {student for student, _ in rows}
-        for (student, lesson), row in rows.items():
+        assert {s.id for s in gb.students} <= {student for student, _ in rows}
+        for (student, lesson), row in imported.items():
             submission = gb.find_submission(lesson, student)
             assert submission.score == float(row["score"]), (student, row)
     assert sorted(p.name for p in root.iterdir()) == sorted(
         [".autograder", "autograded", "feedback", "gradebook.db", "nbgrader_config.py",
          "notebooks", "scenarios", "solutions", "submitted"])
     assert sorted(p.name for p in (root / "submitted").iterdir()) == sorted(
-        student for student, _ in rows)
+        student for student, _ in imported)
 
 
 # --------------------------------------------------------------------------------------------
@@ -666,17 +668,12 @@ def test_a_non_utf8_file_is_invalid_and_the_rest_is_graded(regraded):
     assert rows[("aa-honest-1", A)]["score"] == "3"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: a notebook in SUBMISSIONS that is a symlink "
-                                       "is followed (here to the solution: full marks)")
 def test_a_symlinked_notebook_is_not_followed(regraded):
     row = regraded["rows"].get(("symlink", A))
     assert row is not None and row["score"] == "0", row
     assert row["status"] == "invalid", row
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: json.loads raises RecursionError on a deeply "
-                                       "nested notebook; read_notebook catches only "
-                                       "JSONDecodeError and the whole run stops")
 def test_a_deeply_nested_notebook_is_invalid_and_the_class_is_graded(attacked):
     base, course = attacked["base"], attacked["course"]
     nested = base / "nested"

@@ -353,8 +353,6 @@ def test_same_answers_full_marks_on_different_inputs(judged):
         seeds[0]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: the course's .autograder/secret is committed "
-                                       "to git (ddf77d4) and not ignored")
 def test_the_course_secret_stays_out_of_git():
     listed = subprocess.run(["git", "ls-files", "--", ".autograder"], cwd=REPO,
                             capture_output=True, text=True)
