@@ -178,7 +178,9 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
     order = [index for index, _ in request["cells"]]
     prologue = int(request.get("prologue") or 0)
     position = 0  # the next cell whose end is awaited (into `order`)
-    notebook_deadline = started + budget
+    # However the notebook reports, it never runs longer than every cell's limit together
+    # (plus one limit for its observations), nor past the notebook's budget.
+    notebook_deadline = started + min(budget, (len(order) + 1) * (timeout + GRACE_SECONDS))
     deadline = min(started + timeout + GRACE_SECONDS, notebook_deadline)
     ev_buf, ctl_buf = bytearray(), bytearray()
     received = 0
@@ -272,7 +274,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                 elif event == "exit" and not observing:
                     run.outcome = "exit"
                     run.cell = order[position - 1] if position else None
-                elif event == "observing" and position >= len(order):
+                elif event == "observing" and position >= len(order) and not observing:
                     observing = True
                     deadline = min(time.monotonic() + timeout + GRACE_SECONDS,
                                    notebook_deadline)
@@ -289,7 +291,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
     run.seconds = time.monotonic() - started
     if oom:
         run.outcome = "oom"
-        run.cell = order[position] if position < len(order) else run.cell
+        run.cell = order[position] if position < len(order) else (order[-1] if order else None)
     elif not run.finished and run.outcome == "ok":
         run.outcome = "died"
         run.cell = order[position] if position < len(order) else None
@@ -578,7 +580,7 @@ class ForkedExecute(NbGraderPreprocessor):
         for index, _ in cells:
             cell = nb.cells[index]
             done = run.executed.get(index)
-            if done is not None and not (run.cell == index and run.outcome in ("oom",)):
+            if done is not None and not (run.cell == index and run.outcome == "oom"):
                 cell.outputs = [from_dict(o) for o in done["outputs"]]
                 cell.execution_count = done["execution_count"]
                 if run.cell == index and run.outcome == "timeout":
