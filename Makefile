@@ -65,3 +65,13 @@ grade: setup
 ## demo: build a small synthetic class in demo/ and grade it; then `nbgrader formgrader` shows it
 demo: setup
 	$(BIN)/python -m autograder demo --timeout $(DEMO_TIMEOUT) $(GRADE_ARGS)
+
+.PHONY: hub hub-stop
+
+## hub: start the class's JupyterHub in the background (as root; accounts, limits, state: hub/class.toml; docs/HUB.md)
+hub: setup
+	$(BIN)/python hub/hubctl.py start $(if $(HUB_CONFIG),--config "$(HUB_CONFIG)")
+
+## hub-stop: stop the class's JupyterHub and every server it started (the state folder stays)
+hub-stop:
+	$(BIN)/python hub/hubctl.py stop $(if $(HUB_CONFIG),--config "$(HUB_CONFIG)")
