@@ -554,11 +554,12 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
         submitted.get_by_role("button", name="Fetch Feedback").click()
         view = page.get_by_text("view feedback").first
         view.wait_for()
-        if student == ann:
-            screenshot(page, "student-assignments-feedback", doc_image="hub-student-assignments.png")
         # "view feedback" opens its folder in the file browser; the student opens the page.
         view.click()
         item = page.locator(".jp-DirListing-item", has_text=f"{LESSON}.html")
+        item.wait_for()
+        if student == ann:
+            screenshot(page, "student-assignments-feedback", doc_image="hub-student-assignments.png")
         item.dblclick()
         viewer = page.frame_locator(".jp-HTMLViewer iframe").last
         header = viewer.get_by_text(re.compile(rf"{LESSON} \(Score: [\d.]+ / [\d.]+\)"))
@@ -590,3 +591,28 @@ def gradebook_students(hub: ClassHub) -> set[str]:
     with Gradebook(f"sqlite:///{hub.settings.course_dir / 'gradebook.db'}",
                    hub.settings.course_id) as gradebook:
         return {student.id for student in gradebook.students}
+
+
+def test_an_idle_server_is_stopped_and_its_home_stays(browser):
+    """jupyterhub-idle-culler, as the class file configures it: a server left without activity
+    longer than idle_timeout is stopped; the user's files stay."""
+    hub = ClassHub(idle_timeout=10, cull_every=3)
+    try:
+        hub.start()
+        assert "signup was successful" in sign_up(browser, hub, hub.admin)
+        context = browser.new_context(viewport=lab_page.VIEWPORT)
+        context.set_default_timeout(60_000)
+        try:
+            open_lab_after_login(log_in(context, hub, hub.admin), hub.admin)
+        finally:
+            context.close()  # nobody uses the server any more
+        assert user_processes(hub.admin)
+        kept = hub.settings.home(hub.admin) / "notes.txt"
+        kept.write_text("still here")
+        wait_until(lambda: not user_processes(hub.admin), "stop of the idle server",
+                   timeout=180)
+        log = (hub.settings.hub_dir / "jupyterhub.log").read_text()
+        assert f"Culling server {hub.admin}" in log
+        assert kept.read_text() == "still here"
+    finally:
+        hub.remove()

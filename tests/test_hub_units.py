@@ -73,6 +73,12 @@ def test_state_folder_is_relative_to_the_class_file(tmp_path):
     assert settings.home("ada") == tmp_path / "class-state" / "home" / "ada"
 
 
+def test_the_hub_needs_root(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(state.StateError, match="sudo make hub"):
+        state.require_root()
+
+
 # --- nbgrader's configuration in each place ---------------------------------------------------
 
 def _load(path: Path) -> Config:

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from coursehub import settings as class_settings
 from coursehub import runtime, state
-from coursehub.hubconfig import PROXY, VENV_BIN
-from coursehub.settings import HUB_DIR, ClassSettings, ConfigError
+from coursehub.settings import HUB_DIR, PROXY, VENV_BIN, ClassSettings, ConfigError
 
 PIDFILE = "hub.pid"
 LOG = "jupyterhub.log"
@@ -117,7 +116,9 @@ def start(settings: ClassSettings, timeout: float = 90.0, echo=print) -> int:
     (settings.hub_dir / PIDFILE).write_text(f"{process.pid}\n")
     # While JupyterHub starts: the gradebook, with every student the hub already knows.
     try:
-        echo(state.add_students(settings, python, state.hub_users(settings)))
+        added = state.add_students(settings, python, state.hub_users(settings))
+        if added:
+            echo(added)
     except state.StateError:
         process.terminate()
         raise
@@ -134,7 +135,8 @@ def start(settings: ClassSettings, timeout: float = 90.0, echo=print) -> int:
     echo(f"The class hub runs at {settings.url} (process {process.pid}, log {log_path}).")
     echo(f"Administrators ({', '.join(settings.admins)}): sign up now at {settings.url}hub/signup "
          f"(the first to sign up under an administrator's name becomes it), then approve the "
-         f"others at {settings.url}hub/authorize. Stop it with `make hub-stop`.")
+         f"others at {settings.url}hub/authorize. Instructors' formgrader: "
+         f"{settings.url}hub/user-redirect/formgrader. Stop it with `make hub-stop`.")
     return process.pid
 
 

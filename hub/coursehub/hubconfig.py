@@ -13,10 +13,8 @@ from traitlets import Integer
 
 from coursehub import state
 from coursehub.auth import ClassAuthenticator
-from coursehub.settings import HUB_DIR, REPO_ROOT, USERNAME_PATTERN, ClassSettings
-
-VENV_BIN = REPO_ROOT / ".venv" / "bin"
-PROXY = HUB_DIR / "node_modules" / ".bin" / "configurable-http-proxy"
+from coursehub.settings import (HUB_DIR, PROXY, REPO_ROOT, USERNAME_PATTERN, VENV_BIN,
+                                ClassSettings)
 # Files each role's servers create: instructors share the course folder through their group.
 UMASK = {"instructor": 0o007, "student": 0o077}
 

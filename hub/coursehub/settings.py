@@ -12,6 +12,9 @@ from pathlib import Path
 HUB_DIR = Path(__file__).resolve().parent.parent
 REPO_ROOT = HUB_DIR.parent
 DEFAULT_CONFIG = HUB_DIR / "class.toml"
+VENV_BIN = REPO_ROOT / ".venv" / "bin"
+# configurable-http-proxy, installed by npm from hub/package-lock.json
+PROXY = HUB_DIR / "node_modules" / ".bin" / "configurable-http-proxy"
 # Names a hub user may have: they become system account names (useradd's rule, 32 characters).
 USERNAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)

@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     added = add_students(Path(argv[0]), argv[1], argv[2:])
-    print(f"students added to the gradebook: {', '.join(added) if added else 'none'}")
+    if added:
+        print(f"Students added to the gradebook: {', '.join(added)}")
     return 0
 
 

@@ -65,10 +65,10 @@ if find "$COURSE_PREFIX" -path "$VENV" -prune -o \( -name solutions -o -name '*.
 fi
 case " $PIP_INSTALL_FLAGS " in
     *" --dry-run "*)
-        "$VENV/bin/python" -c 'import coursekit, autograder' ;;
+        "$VENV/bin/python" -I -c 'import coursekit, autograder' ;;
     *)
         $PIP check
-        "$VENV/bin/python" -c '
+        "$VENV/bin/python" -I -c '
 import torch, nbgrader, jupyterhub, coursekit, autograder
 assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__
 assert torch.version.cuda is None, "a CUDA build of torch"
