@@ -134,7 +134,7 @@ cull_every = {cull_every}
 
 
 def user_processes(name: str) -> list[int]:
-    """Process ids running as the account `name` (none if it does not exist)."""
+    """Process ids running as the account `name`, zombies aside (none if it does not exist)."""
     try:
         uid = pwd.getpwnam(name).pw_uid
     except KeyError:
@@ -147,7 +147,8 @@ def user_processes(name: str) -> list[int]:
             except OSError:
                 continue
             match = re.search(r"^Uid:\s+(\d+)", status, re.M)
-            if match and int(match.group(1)) == uid:
+            zombie = re.search(r"^State:\s+Z", status, re.M)
+            if match and int(match.group(1)) == uid and not zombie:
                 found.append(int(entry.name))
     return found
 
@@ -436,9 +437,8 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
         # The administrator's sign-up is approved at once; the others wait for approval.
         assert ("signup was successful" if name == hub.admin else "sent to the admin") \
             in message, message
-    page = log_in(new_context(), hub, ann)
-    assert "has not been authorized" in page.locator(".alert, #login_error, p").first.inner_text() \
-        or "not been authorized" in page.content()
+    page = log_in(new_context(), hub, ann)  # not approved yet: refused, and told why
+    assert f"User {ann} has not been authorized" in page.locator(".login_error").inner_text()
     page.context.close()
     admin = log_in(new_context(), hub, hub.admin, next_url="/hub/authorize")
     admin.wait_for_url(re.compile(r"/hub/authorize$"))
@@ -537,6 +537,10 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     grader.reload()
     assert "Successfully released feedback" in \
         formgrader_action(grader, LESSON, "release-feedback")
+    row = formgrader_row(grader, LESSON)
+    assert row.locator("td.status").inner_text().strip() == "released"
+    assert row.locator("td.num-submissions").inner_text().strip() == str(len(hub.students))
+    screenshot(grader, "instructor-formgrader-assignments", doc_image="hub-formgrader.png")
     grader.get_by_role("link", name="Manage Students").click()
     for student in hub.students:
         row = grader.locator("#main-table tr", has=grader.locator(
@@ -544,7 +548,7 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
         row.wait_for()
         assert row.locator("td.score").inner_text().strip() == \
             f"{expected[student]:g} / {full:g}"
-    screenshot(grader, "instructor-formgrader-students", doc_image="hub-formgrader.png")
+    screenshot(grader, "instructor-formgrader-students")
 
     # 8. Each student fetches and opens their feedback: the score they see is the grade.
     for student in hub.students:
@@ -559,7 +563,8 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
         item = page.locator(".jp-DirListing-item", has_text=f"{LESSON}.html")
         item.wait_for()
         if student == ann:
-            screenshot(page, "student-assignments-feedback", doc_image="hub-student-assignments.png")
+            screenshot(page, "student-assignments-feedback",
+                       doc_image="hub-student-assignments.png")
         item.dblclick()
         viewer = page.frame_locator(".jp-HTMLViewer iframe").last
         header = viewer.get_by_text(re.compile(rf"{LESSON} \(Score: [\d.]+ / [\d.]+\)"))

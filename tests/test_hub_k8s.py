@@ -13,7 +13,6 @@ import sys
 import types
 from pathlib import Path
 
-import pytest
 import yaml
 from traitlets.config import Config
 

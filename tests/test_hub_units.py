@@ -187,6 +187,17 @@ def test_hide_repository_leaves_only_what_servers_need(tmp_path):
     assert stat.S_IMODE((repo / "solutions").stat().st_mode) == 0o750
 
 
+def test_hide_repository_keeps_a_state_folder_inside_it_reachable(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "class" / "state").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    for path in repo.iterdir():
+        path.chmod(0o755)
+    changed, _ = state.hide_repository(repo, keep=(repo / "class" / "state", tmp_path / "x"))
+    assert [p.name for p in changed] == ["tests"]
+    assert (repo / "class").stat().st_mode & 0o001
+
+
 def test_hide_repository_warns_about_a_worktrees_history(tmp_path):
     main_git = tmp_path / "main" / ".git"
     (main_git / "worktrees" / "wt").mkdir(parents=True)

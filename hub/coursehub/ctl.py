@@ -27,7 +27,7 @@ class HubError(RuntimeError):
 
 
 def ensure_proxy() -> Path:
-    """configurable-http-proxy from npm, installed from hub/package-lock.json into hub/node_modules."""
+    """configurable-http-proxy, installed by npm from hub/package-lock.json (hub/node_modules)."""
     if PROXY.exists():
         return PROXY
     npm = shutil.which("npm")
@@ -71,7 +71,7 @@ def _answers(settings: ClassSettings) -> bool:
         return False
 
 
-def start(settings: ClassSettings, timeout: float = 90.0, echo=print) -> int:
+def start(settings: ClassSettings, timeout: float = 180.0, echo=print) -> int:
     """Prepare the state folder and start the hub in the background; returns its process id."""
     state.require_root()
     pid = _running_pid(settings)
@@ -89,7 +89,7 @@ def start(settings: ClassSettings, timeout: float = 90.0, echo=print) -> int:
     for warning in state.prepare(settings):
         echo(f"warning: {warning}")
     if settings.hide_repository:
-        changed, warnings = state.hide_repository()
+        changed, warnings = state.hide_repository(keep=(settings.state_dir,))
         if changed:
             echo("Made unreadable to other accounts: "
                  + ", ".join(p.name for p in changed))
@@ -107,6 +107,7 @@ def start(settings: ClassSettings, timeout: float = 90.0, echo=print) -> int:
         "COURSEHUB_PROXY_API_PORT": str(free_port()),
         "PATH": os.pathsep.join([str(VENV_BIN), env.get("PATH", "/usr/bin:/bin")]),
     })
+    known_users = state.hub_users(settings)  # before JupyterHub opens its database
     log_path = settings.hub_dir / LOG
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -116,7 +117,7 @@ def start(settings: ClassSettings, timeout: float = 90.0, echo=print) -> int:
     (settings.hub_dir / PIDFILE).write_text(f"{process.pid}\n")
     # While JupyterHub starts: the gradebook, with every student the hub already knows.
     try:
-        added = state.add_students(settings, python, state.hub_users(settings))
+        added = state.add_students(settings, python, known_users)
         if added:
             echo(added)
     except state.StateError:

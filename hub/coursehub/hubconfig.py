@@ -1,10 +1,12 @@
-"""JupyterHub's configuration for the class, from hub/class.toml (loaded by hub/jupyterhub_config.py)."""
+"""JupyterHub's configuration for the class, from hub/class.toml (hub/jupyterhub_config.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import pwd
 import resource
+import signal
 import sys
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from coursehub import state
 from coursehub.auth import ClassAuthenticator
 from coursehub.settings import (HUB_DIR, PROXY, REPO_ROOT, USERNAME_PATTERN, VENV_BIN,
                                 ClassSettings)
+
 # Files each role's servers create: instructors share the course folder through their group.
 UMASK = {"instructor": 0o007, "student": 0o077}
 
@@ -22,7 +25,8 @@ UMASK = {"instructor": 0o007, "student": 0o077}
 class ClassSpawner(LocalProcessSpawner):
     """LocalProcessSpawner with the class's limits: each process of the server (kernels
     included) gets `memory_limit` bytes of address space, files it creates get the role's
-    permissions (umask), and it starts in its notebook folder (where terminals open)."""
+    permissions (umask), and it starts in its notebook folder (where terminals open). When the
+    server stops, so does every process of its account (kernels, anything left running)."""
 
     memory_limit = Integer(0, config=True, help="RLIMIT_AS of each process, in bytes (0: none)")
     umask = Integer(0o077, config=True, help="umask of the server and what it starts")
@@ -41,6 +45,50 @@ class ClassSpawner(LocalProcessSpawner):
                 os.chdir(folder)
 
         return preexec
+
+    async def stop(self, now=False):
+        await super().stop(now=now)
+        await end_processes_of(self.user.name, self.log)
+
+
+def _pids_of(uid: int) -> list[int]:
+    """Processes (not zombies) whose real uid is `uid`."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"{entry.path}/status") as status:
+                    fields = dict(line.split(":", 1) for line in status if ":" in line)
+            except OSError:
+                continue
+            if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
+                pids.append(int(entry.name))
+    return pids
+
+
+async def end_processes_of(name: str, log, grace: float = 5.0) -> None:
+    """Terminate, then kill, every process of the class account `name` (its accounts run
+    nothing but their server and what it started)."""
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return
+    if uid < 1000:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = _pids_of(uid)
+        if not pids:
+            return
+        log.info("Ending %d process(es) left by %s (%s)", len(pids), name, sig.name)
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        for _ in range(int(grace * 10)):
+            if not _pids_of(uid):
+                return
+            await asyncio.sleep(0.1)
 
 
 def users_python() -> Path:
@@ -86,7 +134,8 @@ def make_pre_spawn_hook(settings: ClassSettings):
             stderr=asyncio.subprocess.STDOUT, **command)
         output, _ = await process.communicate()
         if process.returncode:
-            log.error("Could not add %s to the gradebook: %s", name, output.decode(errors="replace"))
+            log.error("Could not add %s to the gradebook: %s", name,
+                      output.decode(errors="replace"))
 
     return pre_spawn_hook
 

@@ -61,7 +61,8 @@ def users_python(target: Path, repo: Path = REPO_ROOT) -> Path:
     base = next((Path(p) for p in CANDIDATES if runs_for_others(Path(p))), None)
     if base is None:
         raise PythonError(
-            f"other accounts cannot run the Python of {venv} ({os.path.realpath(venv / 'bin' / 'python')}) "
+            f"other accounts cannot run the Python of {venv} "
+            f"({os.path.realpath(venv / 'bin' / 'python')}) "
             f"and there is no system Python {VERSION} ({' or '.join(CANDIDATES)}): install one "
             f"(Debian: `apt-get install python{VERSION}`) or make .venv from a Python every "
             f"account can run (`make clean && make setup PYTHON=/usr/bin/python{VERSION}`)")
@@ -88,8 +89,9 @@ def users_python(target: Path, repo: Path = REPO_ROOT) -> Path:
             copy.chmod(0o755)
     for folder, dirs, files in os.walk(target):
         os.chmod(folder, 0o755)
-    if not runs_for_others(python, "from importlib.util import find_spec as f; import sys; sys.exit("
-                           "not all(f(m) for m in ('jupyterhub.singleuser', 'nbgrader', 'coursekit')))"):
+    found = ("from importlib.util import find_spec as f; import sys; sys.exit(not all("
+             "f(m) for m in ('jupyterhub.singleuser', 'nbgrader', 'coursekit')))")
+    if not runs_for_others(python, found):
         raise PythonError(f"the environment built at {target} does not run for other "
                             f"accounts: check that they may read {venv}")
     return python

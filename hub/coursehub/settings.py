@@ -102,12 +102,13 @@ def _names(table: dict, key: str, where: str) -> tuple[str, ...]:
 def _positive_int(table: dict, key: str, default: int, where: str) -> int:
     value = table.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"{where}: {key} must be a whole number of seconds above 0 (got {value!r})")
+        raise ConfigError(f"{where}: {key} must be a whole number of seconds above 0 "
+                          f"(got {value!r})")
     return value
 
 
 def load(path: Path | str | None = None) -> ClassSettings:
-    """Read the class configuration (hub/class.toml unless `path`, or $HUB_CONFIG, names another)."""
+    """Read the class configuration: `path`, else $HUB_CONFIG, else hub/class.toml."""
     path = Path(path or os.environ.get("HUB_CONFIG") or DEFAULT_CONFIG).resolve()
     if not path.is_file():
         raise ConfigError(f"no class configuration at {path}: copy hub/class.toml there or "

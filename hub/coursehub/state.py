@@ -9,13 +9,14 @@ Layout of the state folder (all of it survives a restart):
       course/                root:<instructors>, 2770: nbgrader's course root for the class
       home/                  root, 0711
         <user>/              <user>, 0700: that user's home folder
+      python/                root, 0755: the Python users' servers run, if it had to be built
+                             (coursehub.runtime)
 """
 
 from __future__ import annotations
 
 import filecmp
 import grp
-import json
 import os
 import pwd
 import shutil
@@ -204,12 +205,16 @@ def ensure_account(settings: ClassSettings, name: str) -> pwd.struct_passwd:
 # --------------------------------------------------------------------------------------------
 # The repository
 
-def hide_repository(repo: Path = REPO_ROOT) -> tuple[list[Path], list[str]]:
-    """Make every top-level entry of `repo` except STUDENT_READABLE unreadable to other accounts
-    (mode o-rwx; git does not record it). Returns the entries changed and warnings."""
+def hide_repository(repo: Path = REPO_ROOT,
+                    keep: tuple[Path, ...] = ()) -> tuple[list[Path], list[str]]:
+    """Make every top-level entry of `repo` except STUDENT_READABLE (and those holding a path
+    in `keep`, such as a state folder) unreadable to other accounts (mode o-rwx; git does not
+    record it). Returns the entries changed and warnings."""
     changed, warnings = [], []
+    kept = {Path(path).resolve().relative_to(repo.resolve()).parts[0] for path in keep
+            if Path(path).resolve().is_relative_to(repo.resolve())}
     for entry in sorted(repo.iterdir()):
-        if entry.name in STUDENT_READABLE or entry.is_symlink():
+        if entry.name in STUDENT_READABLE or entry.name in kept or entry.is_symlink():
             continue
         mode = entry.stat().st_mode
         if mode & 0o007:
@@ -223,11 +228,6 @@ def hide_repository(repo: Path = REPO_ROOT) -> tuple[list[Path], list[str]]:
             warnings.append(f"the Git history in {common} is readable by every account and holds "
                             f"the solutions: run `chmod o-rwx {common}`")
     return changed, warnings
-
-
-def record_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2))
-    os.chmod(path, 0o600)
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,5 +11,5 @@ c.ServerApp.terminado_settings = {"shell_command": ["/bin/bash"]}
 c.LabApp.news_url = None
 c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
 # JupyterLab's defaults for the class (lab-settings/overrides.json): no question about news.
-c.LabApp.app_settings_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                         "lab-settings")
+HUB_JUPYTER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+c.LabApp.app_settings_dir = os.path.join(HUB_JUPYTER, "lab-settings")
