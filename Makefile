@@ -8,9 +8,11 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # Jupyter refuses to run as root unless told.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# Where `make lab` keeps the student's own copies of the lessons (git-ignored).
+WORK ?= $(CURDIR)/work
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
-.PHONY: setup lab lab-solutions test release outputs lock clean
+.PHONY: setup lab reset lab-solutions formgrader test release outputs lock clean
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date)
 setup: $(STAMP)
@@ -24,13 +26,27 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(BIN)/python -c "import coursekit, autograder"
 	@touch $@
 
-## lab: open the student notebooks in JupyterLab (nbgrader's instructor panels hidden, Validate kept)
+## lab: open the course in JupyterLab on its start page, with your own copies of the lessons in work/ (LAB_ARGS: more jupyter lab options)
 lab: setup
-	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/student $(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+	$(BIN)/python -m coursekit.lab --work "$(WORK)" open $(ROOT_FLAG) $(LAB_ARGS)
+
+## reset: start a lesson over from the release, keeping your copy in work/backups/: make reset LESSON=01_leaf_and_intermediate
+reset: setup
+	@test -n "$(LESSON)" || { echo "usage: make reset LESSON=<lesson>, for example make reset LESSON=01_leaf_and_intermediate" >&2; exit 2; }
+	@$(BIN)/python -m coursekit.lab --work "$(WORK)" reset "$(LESSON)"
 
 ## lab-solutions: open the instructor notebooks (solutions and hidden tests) in JupyterLab
 lab-solutions: setup
 	$(BIN)/jupyter lab --ServerApp.root_dir=solutions $(ROOT_FLAG)
+
+## formgrader: open nbgrader's formgrader on this course's gradebook and print its URL ([COURSE=<course root>] [PORT=8888])
+# JupyterLab from the course root, with nbgrader's instructor panels (which `make lab` hides);
+# it opens on the formgrader's page, /formgrader.
+COURSE ?= $(CURDIR)
+formgrader: setup
+	@test -f "$(COURSE)/nbgrader_config.py" || { echo "$(COURSE) is not a course root (no nbgrader_config.py): pass COURSE=<the folder with nbgrader_config.py and gradebook.db>" >&2; exit 2; }
+	@echo "Starting nbgrader's formgrader for $(abspath $(COURSE)); open the address that ends in /formgrader?token=... below (Ctrl-C stops it)."
+	cd "$(COURSE)" && env -u JUPYTER_CONFIG_PATH "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(abspath $(COURSE))" --LabApp.default_url=/formgrader $(if $(PORT),--ServerApp.port=$(PORT)) $(ROOT_FLAG) $(FORMGRADER_ARGS)
 
 ## test: run the whole test suite (unit tests, nbval over solutions/, release check, grading)
 test: setup
@@ -62,7 +78,7 @@ grade: setup
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder or .zip> [OUT=grading]" >&2; exit 2; }
 	$(BIN)/python -m autograder grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(JOBS),--jobs $(JOBS)) $(if $(LESSONS),--lessons $(LESSONS)) $(GRADE_ARGS)
 
-## demo: build a small synthetic class in demo/ and grade it; then `nbgrader formgrader` shows it
+## demo: build a small course of its own in demo/ (its own gradebook) and grade a synthetic class there; see demo/out/report.html, and `make formgrader COURSE=demo/course`
 demo: setup
 	$(BIN)/python -m autograder demo --timeout $(DEMO_TIMEOUT) $(GRADE_ARGS)
 

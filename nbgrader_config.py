@@ -2,10 +2,11 @@
 
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput,
+                                    DeduplicateIds, GetGrades, OverwriteKernelspec)
 
 from autograder.feedback import HideTestTracebacks
+from autograder.locked_cells import RestoreLockedCells
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
@@ -35,12 +36,29 @@ c.LimitOutput.max_traceback = 100
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"(UserWarning|FutureWarning|DeprecationWarning)"
 
+# Before running a submission, nbgrader restores its read-only cells (the test cells, hidden
+# tests included) from the gradebook. nbgrader's own OverwriteCells compares them with the
+# checksum taken before the hidden tests were cut out, so it reported every untouched test
+# cell as changed; RestoreLockedCells also accepts the cell as it was released. nbgrader's
+# default list, with that one step replaced.
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreLockedCells, CheckCellMetadata,
+]
+
 # Feedback shows the student's notebook with scores, without the hidden tests' source: the
 # hidden regions are cut from test cells, and a failing test's traceback (which would quote
 # the failing line) is cut to its last line, the error message.
 c.ClearHiddenTests.enforce_metadata = False
-c.GenerateFeedback.preprocessors = [
-    GetGrades, HideTestTracebacks, ClearHiddenTests, CSSHTMLHeaderPreprocessor,
-]
+c.GenerateFeedback.preprocessors = [GetGrades, HideTestTracebacks, ClearHiddenTests]
+# The page itself (autograder/feedback.py): nothing a student wrote runs when it is opened
+# (HTML cleaned, a script policy), maths rendered offline by the environment's MathJax, code
+# in colour. `nbgrader generate_feedback` and `python -m autograder grade` both use it.
+c.GenerateFeedback.exporter_class = "autograder.feedback.FeedbackHTMLExporter"
+# The formgrader shows submissions through nbconvert's HTMLExporter: the same cleaning there
+# (markdown cells and outputs' HTML through the allow-list, no JavaScript outputs).
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.preprocessors = ["autograder.feedback.CleanNotebook"]
+c.HTMLExporter.filters = {"clean_html": "autograder.feedback.clean_html",
+                          "markdown2html": "autograder.feedback.markdown_to_clean_html"}
 
 c.Exchange.assignment_dir = COURSE_ROOT

@@ -1,8 +1,9 @@
-"""Command line: `python -m autograder release|execute|grade|demo`."""
+"""Command line: `python -m autograder release|execute|grade|demo|export`."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -25,6 +26,10 @@ def memory_size(text: str) -> int:
 
 ENGINES = ("fork", "nbgrader")  # as autograder.grading, without importing nbgrader here
 DEFAULT_MEMORY_LIMIT = 4 << 30
+LAYOUTS = ("auto", "folders", "nbgrader", "canvas", "moodle", "blackboard")
+EXPORT_FORMATS = ("canvas", "moodle", "csv")
+EXIT_NO_SANDBOX = 3  # nothing graded: this machine cannot confine notebooks
+EXIT_REFUSED = 4  # graded, but some notebooks were refused: whose they are cannot be told
 
 
 def _add_grading_options(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +52,15 @@ def _add_grading_options(parser: argparse.ArgumentParser) -> None:
                         help="run every notebook from its first cell in its own process "
                              "(default: the cells before a lesson's first exercise run once "
                              "for all notebooks that have them unchanged)")
+    parser.add_argument("--roster", type=Path, metavar="CSV",
+                        help="the class list (id,name,email): names and emails go into the "
+                             "gradebook; the report lists ids not on it and students on it "
+                             "who submitted nothing")
+    parser.add_argument("--notebook-timeout", type=int, default=600,
+                        help="seconds a whole notebook may run (default: 600)")
+    parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
+                        help="run student code unconfined, as plain nbgrader does: UNSAFE, "
+                             "only for submissions you trust (see docs/GRADING.md)")
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="always show the progress bar")
@@ -65,12 +79,25 @@ def main(argv: list[str] | None = None) -> int:
     execute_parser.add_argument("lessons", nargs="*", help="lessons to execute (default: all)")
     grade_parser = commands.add_parser(
         "grade", help="grade a folder or zip of submissions (see docs/GRADING.md)",
-        description="Grade SUBMISSIONS (<student>/<lesson>.ipynb or "
-                    "<student>/<lesson>/<lesson>.ipynb, a folder or a .zip): nbgrader's gradebook, "
-                    "OUT/grades.csv and OUT/feedback/<student>/<lesson>.html.")
+        description="Grade SUBMISSIONS, a folder or a .zip: <student>/<lesson>.ipynb, "
+                    "nbgrader's <student>/<lesson>/<lesson>.ipynb, or a Canvas, Moodle or "
+                    "Blackboard export. Writes nbgrader's gradebook, OUT/grades.csv, "
+                    "OUT/feedback/<student>/<lesson>.html, OUT/report.html and OUT/items.csv. "
+                    "Exit status 4: some notebooks were refused because whose they are cannot "
+                    "be told (the rest is graded).")
     grade_parser.add_argument("submissions", type=Path, metavar="SUBMISSIONS")
     grade_parser.add_argument("--out", "-o", type=Path, required=True, metavar="OUT",
-                              help="folder for grades.csv, feedback/ and grading.log")
+                              help="folder for grades.csv, feedback/, report.html, items.csv "
+                                   "and grading.log")
+    grade_parser.add_argument("--layout", choices=LAYOUTS, default="auto",
+                              help="how SUBMISSIONS is laid out: student folders (nbgrader's "
+                                   "too), a Canvas, Moodle or Blackboard export (default: "
+                                   "told apart entry by entry)")
+    grade_parser.add_argument("--students", nargs="+", metavar="ID",
+                              help="grade only these students")
+    grade_parser.add_argument("--all", dest="regrade_all", action="store_true",
+                              help="in the course's submitted/, grade every notebook, not "
+                                   "only those new or changed since the last run")
     _add_grading_options(grade_parser)
     demo_parser = commands.add_parser(
         "demo", help="build a small class of synthetic submissions and grade it")
@@ -80,6 +107,29 @@ def main(argv: list[str] | None = None) -> int:
     demo_parser.add_argument("--build-only", action="store_true",
                              help="write the submissions, do not grade them")
     _add_grading_options(demo_parser)
+    export_parser = commands.add_parser(
+        "export", help="write the gradebook's grades for Canvas, Moodle or as CSV",
+        description="Write the grades of the course's gradebook (manual grades and late "
+                    "penalties included) in a learning system's import format.")
+    export_parser.add_argument("--to", choices=EXPORT_FORMATS, required=True,
+                               help="canvas: Canvas's gradebook import CSV; moodle: Moodle's "
+                                    "grade import CSV; csv: one row per student and lesson")
+    export_parser.add_argument("--out", "-o", type=Path, default=None, metavar="FILE",
+                               help="the file to write (default: export-<format>.csv here)")
+    export_parser.add_argument("--course-root", type=Path, default=release.COURSE_ROOT,
+                               help="nbgrader's course root (default: this repository)")
+    export_parser.add_argument("--lessons", nargs="+", metavar="LESSON",
+                               help="lessons to export (default: all in the gradebook)")
+    export_parser.add_argument("--roster", type=Path, metavar="CSV",
+                               help="the class list: its students are exported too, and its "
+                                    "columns section, sis_user_id, sis_login_id (Canvas), "
+                                    "idnumber (Moodle) and lms_id fill those columns")
+    export_parser.add_argument("--column", action="append", metavar="LESSON=HEADER",
+                               help="the column title of a lesson (repeatable), e.g. for an "
+                                    "existing Canvas assignment 'Lesson 1 (12345)'")
+    export_parser.add_argument("--missing", choices=("blank", "zero"), default="blank",
+                               help="a lesson not submitted: blank (the LMS keeps what it has, "
+                                    "default) or zero")
     args = parser.parse_args(argv)
     if args.command == "release":
         out = release.release(names=args.lessons or None)
@@ -87,30 +137,90 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "execute":
         for name, seconds in execute.execute_solutions(args.lessons or None).items():
             print(f"{name}: executed in {seconds:.1f} s")
+    elif args.command == "export":
+        return _export(args)
     elif args.command in ("grade", "demo"):
-        from autograder.grading import grade_class
-        if args.command == "demo":
-            from autograder.demo import build_demo_class
-            demo_dir = args.dir or args.course_root / "demo"
-            submissions = build_demo_class(demo_dir / "submissions", args.course_root,
-                                           args.lessons)
-            print(f"Demo class written to {submissions}")
-            if args.build_only:
-                return 0
-            out = demo_dir / "out"
-        else:
-            submissions, out = args.submissions, args.out
+        return _grade(args)
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from autograder.grading import Intake, grade_class
+    from autograder.submissions import read_roster
+
+    course_root = args.course_root
+    try:
+        roster = read_roster(args.roster) if args.roster else None
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.command == "demo":
+        from autograder.demo import build_demo_class, build_demo_course, write_demo_roster
+        demo_dir = (args.dir or args.course_root / "demo").resolve()
         try:
-            grade_class(submissions, out, course_root=args.course_root, jobs=args.jobs,
-                        lessons=args.lessons, engine=args.engine, timeout=args.timeout,
-                        memory_limit=args.memory_limit, progress=args.progress,
-                        share_prologue=args.share_prologue)
-        except (FileNotFoundError, ValueError) as err:
+            course_root = build_demo_course(demo_dir / "course", args.course_root, args.lessons)
+        except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        if args.command == "demo":
-            print("Open the gradebook with `nbgrader formgrader` (or `jupyter lab` and the "
-                  "Formgrader tab) from the course root.")
+        submissions = build_demo_class(demo_dir / "submissions", course_root, args.lessons)
+        students = sorted(p.name for p in submissions.iterdir() if p.is_dir())
+        roster_path = write_demo_roster(demo_dir / "roster.csv", students)
+        roster = roster or read_roster(roster_path)
+        print(f"Demo class written to {submissions} (its own course: {course_root})")
+        if args.build_only:
+            return 0
+        out = demo_dir / "out"
+        intake = Intake(roster=roster)
+    else:
+        submissions, out = args.submissions, args.out
+        layout = "folders" if args.layout == "nbgrader" else args.layout
+        intake = Intake(layout=layout, roster=roster, students=args.students,
+                        regrade_all=args.regrade_all)
+    try:
+        report = grade_class(submissions, out, course_root=course_root, jobs=args.jobs,
+                             lessons=args.lessons, engine=args.engine, timeout=args.timeout,
+                             memory_limit=args.memory_limit, progress=args.progress,
+                             share_prologue=args.share_prologue, sandbox=args.sandbox,
+                             notebook_timeout=args.notebook_timeout, intake=intake)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        from autograder.grading import SandboxUnavailable
+        if not isinstance(err, SandboxUnavailable):
+            raise
+        print(f"error: nothing was graded. {err}", file=sys.stderr)
+        return EXIT_NO_SANDBOX
+    if args.command == "demo":
+        shown = os.path.relpath(course_root) if not os.path.relpath(course_root).startswith("..") \
+            else str(course_root)
+        print(f"The demo has a course root of its own, {course_root}, with its own "
+              "gradebook.db; the course's gradebook was not touched. `make formgrader "
+              f"COURSE={shown}` opens nbgrader's formgrader on it.")
+    if report.intake is not None and report.intake.refused:
+        print(f"error: {len(report.intake.refused)} notebooks were not graded because whose "
+              "they are cannot be told (see the rows without a student id in grades.csv); "
+              "everything else was graded.", file=sys.stderr)
+        return EXIT_REFUSED
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from autograder.export import export, parse_columns
+    from autograder.submissions import read_roster
+
+    out = args.out or Path(f"export-{args.to}.csv")
+    try:
+        roster = read_roster(args.roster) if args.roster else None
+        done = export(args.to, out, course_root=args.course_root, lessons=args.lessons,
+                      roster=roster, columns=parse_columns(args.column), missing=args.missing)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for warning in done.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"{done.students} students, {done.lessons} lessons written to {done.path} "
+          f"({args.to} format)")
     return 0
 
 

@@ -45,6 +45,8 @@ class Settings:
     lock_path: str = ""
     threads: int = 0  # torch threads per notebook (engine fork); 0: torch's default
     share_prologue: bool = True  # run a lesson's cells before its first exercise once
+    sandbox: bool = True  # confine every notebook (engine fork); False: --no-sandbox
+    notebook_timeout: int = 600  # seconds the whole notebook may run (engine fork)
 
 
 @dataclass
@@ -60,6 +62,8 @@ class Result:
     shared_seconds: float = 0.0  # running time of its prologue, run once for many
     log: str = ""
     notes: list[str] = field(default_factory=list)
+    # trusted verdicts: {"exercise", "cell", "scenario", "visible", "passed", "mistake"}
+    checks: list[dict] = field(default_factory=list)
 
     def row(self) -> dict:
         data = asdict(self)
@@ -75,6 +79,9 @@ def grading_config(settings: Settings) -> Config:
     extra.ForkedExecute.memory_limit = settings.memory_limit
     extra.ForkedExecute.threads = settings.threads
     extra.ForkedExecute.share_prologue = settings.share_prologue
+    extra.ForkedExecute.sandbox = settings.sandbox
+    extra.ForkedExecute.notebook_timeout = settings.notebook_timeout
+    extra.ForkedExecute.course_root = str(Path(settings.course_root).resolve())
     config = course_config(Path(settings.course_root), extra)
     if "max_lines" in config.LimitOutput:
         config.ForkedExecute.max_lines = config.LimitOutput.max_lines
@@ -221,6 +228,7 @@ def grade_submission(settings: Settings, config: Config, student: str, lesson: s
         / f"{lesson}.ipynb"
     out_feedback = Path(settings.out) / "feedback" / student / f"{lesson}.html"
     executor.LAST_RUN = None
+    executor.LAST_CHECKS = []
     with captured_log() as log, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         failure = None
@@ -234,6 +242,7 @@ def grade_submission(settings: Settings, config: Config, student: str, lesson: s
         if executor.LAST_RUN is not None:
             result.run_seconds = executor.LAST_RUN.cell_seconds
             result.shared_seconds = executor.LAST_RUN.shared_seconds
+        result.checks = list(executor.LAST_CHECKS)
         nb = None
         if autograded.is_file():
             try:

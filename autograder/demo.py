@@ -6,7 +6,9 @@
 - broken: what goes wrong in real classes (invalid JSON, another lesson's notebook, deleted or
   edited test cells, an endless loop, a crash, a duplicate, a file named after no lesson).
 
-`build_demo_class` writes the small class that `make demo` grades; `build_class` the mix of
+`build_demo_class` writes the small class that `make demo` grades; `build_demo_course` the
+course root it is graded in (demo/course: a copy of the lessons with a gradebook of its own,
+so the course's own gradebook.db never sees the demo's students); `build_class` the mix of
 correct, partly right and blank submissions that the benchmark grades.
 """
 
@@ -183,3 +185,48 @@ def build_demo_class(dest: Path, root: Path = COURSE_ROOT,
     (dest / "broken" / "my homework.ipynb").write_text(
         nbformat.writes(course.blank(lessons[-1])), encoding="utf-8")
     return dest
+
+
+# Names for the demo's roster; the one who submits nothing shows in the report.
+DEMO_NAMES = {"correct": "Ada Lovelace", "partial": "Alan Turing", "blank": "Grace Hopper",
+              "duplicate": "Edsger Dijkstra", "broken": "Barbara Liskov"}
+MORE_NAMES = ["Donald Knuth", "John Backus", "Frances Allen", "Tony Hoare", "Niklaus Wirth",
+              "Radia Perlman", "Ken Thompson"]
+NO_SHOW = ("no-show", "Katherine Johnson")
+
+
+def build_demo_course(dest: Path, root: Path = COURSE_ROOT,
+                      names: list[str] | None = None) -> Path:
+    """A course root for the demo at `dest`: the course's nbgrader_config.py and the lessons'
+    solutions/, notebooks/ and scenarios/, copied; its own gradebook.db, course secret,
+    submitted/, autograded/ and feedback/ start empty (an earlier demo's are removed)."""
+    dest, root = Path(dest).resolve(), Path(root).resolve()
+    if dest == root or dest in root.parents:
+        raise ValueError(f"the demo's course folder {dest} must not be the course root or "
+                         "contain it")
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    shutil.copy2(root / "nbgrader_config.py", dest / "nbgrader_config.py")
+    ignore = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+    for lesson in names or course_lessons(root):
+        for folder in ("solutions", "notebooks"):
+            if (root / folder / lesson).is_dir():
+                shutil.copytree(root / folder / lesson, dest / folder / lesson, ignore=ignore)
+        scenarios = root / "scenarios" / f"{lesson}.py"  # the checks the grader scores with
+        if scenarios.is_file():
+            (dest / "scenarios").mkdir(exist_ok=True)
+            shutil.copy2(scenarios, dest / "scenarios" / scenarios.name)
+    return dest
+
+
+def write_demo_roster(path: Path, students: list[str]) -> Path:
+    """A roster (id, name, email) for the demo's `students`, and one who submitted nothing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    others = iter(MORE_NAMES * (len(students) // len(MORE_NAMES) + 1))
+    people = [(student, DEMO_NAMES.get(student) or next(others)) for student in students]
+    lines = ["id,name,email"]
+    lines += [f"{student},{name},{student}@example.org" for student, name in [*people, NO_SHOW]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

@@ -1,32 +1,19 @@
-"""Run a notebook's code cells in a process forked for it, and record outputs as a kernel would.
+"""The grader's side of running a notebook: the runner host, the clock, and trusted verdicts.
 
-nbgrader executes a submission in a fresh Jupyter kernel: a new process that imports torch and
-everything else again, about 4 s before the first cell runs. Here a grading worker that has
-already imported the course's libraries forks a child for each notebook. The child runs the
-cells with IPython's InteractiveShell, as ipykernel does, and records their outputs in nbformat
-shape: streams (including what C code writes to file descriptors 1 and 2), rich displays
-(matplotlib figures through the inline backend), results and errors with IPython's tracebacks.
+Student code never runs in this process. A grading worker starts a runner host
+(`autograder.runner.host`, a new program that holds nothing of the grader's) and hands it, for
+each notebook, the cells to run and the scenarios to observe. The host forks a confined
+process for the notebook (`autograder.runner.sandbox`). What comes back on the notebook's pipe
+is untrusted JSON: each message is size-capped and validated here, outputs keep only inert
+MIME types, and time limits are kept on this process's clock (a per-cell limit that only a
+genuine cell end re-arms, and a budget for the whole notebook), whatever the notebook sends.
 
-Every submission runs in its own process: the worker itself never runs student code, and
-each child starts from the worker's state. With `share_prologue` (only with one thread per
-notebook) the cells before the first exercise run once in a zygote process, forked from the
-worker, and each notebook's child is forked from that zygote instead. Those cells are
-student-edited code too: a zygote is shared only by notebooks whose prologue is exactly the
-same, and whatever that code did (modules, globals, background threads) is the starting state
-of each of them.
-
-A notebook's process keeps descriptors 0-2 and its own channel to the worker and nothing else
-that it inherited (not the worker's socket to the pool, nor other notebooks' channels); each
-child of a zygote reports on a pipe of its own, and only the zygote reports on the zygote's
-socket. As in plain nbgrader, where the kernel runs as the same user as the grader, a
-notebook's process holds the notebook's own cells, hidden tests included, and could read what
-that user can read (solutions/, gradebook.db).
-
-The child runs in its own session under a memory limit (RLIMIT_AS), with a time limit per cell
-(SIGALRM, then SIGKILL from the worker when the cell ignores it) and a cap on kept output.
-When it dies (os._exit, a signal, the kernel's OOM killer), the cell it was running gets an
-error output that says so. Reading stops at the child's "end" report or when it has exited,
-even if a process it started keeps the pipe open; its process group is killed then.
+Scores never come from the student's process. After the cells, the notebook's process runs the
+lesson's scenarios (`scenarios/<lesson>.py`) against the student's answers, on inputs drawn for
+this student from the course secret, and reports observations. A reference run (the solution
+notebook's own cells, in the same kind of process, forked from the same warm state) reports the
+expected observations and those of each typical mistake; `autograder.verdicts` compares them
+here, and each test cell's outputs are replaced by the verdict, which is what nbgrader scores.
 
 `ForkedExecute` is the nbgrader preprocessor that replaces nbgrader's `Execute` in
 `Autograde.autograde_preprocessors`; everything else in autograding stays nbgrader's.
@@ -36,843 +23,430 @@ from __future__ import annotations
 
 from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
 
-import atexit
-import ctypes
 import hashlib
+import hmac
 import json
 import os
+import re
 import select
-import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
-import traceback
-import warnings
-from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nbformat import NotebookNode, from_dict
-from traitlets import Bool, Integer
+from traitlets import Bool, Integer, Unicode
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-TIMEOUT_ENAME = "CellTimeoutError"
+from autograder.runner.shell import TIMEOUT_ENAME, _ansi_red, error_output, timeout_output  # noqa: F401
+from autograder.verdicts import (Check, ReportError, ScenarioBroken, judge, one_line,
+                                 read_outcome)
+
 DEAD_ENAME = "DeadKernelError"
 NOT_RUN_ENAME = "CellNotRunError"
-GRACE_SECONDS = 3.0  # after SIGALRM, how long a cell has before its process is killed
-ZYGOTE_ANSWER_SECONDS = 30.0  # for a zygote to report a fork or a child's exit
-MAX_STREAM_BYTES = 4_000_000  # text kept per cell and stream; the rest is dropped
-MAX_DISPLAY_BYTES = 20_000_000  # rich output kept per cell
+CHECK_ENAME = "CheckFailed"
+GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
 GiB = 1 << 30
-MAX_FILE_BYTES = 256 << 20  # no file a notebook writes (its captured output included) grows past this
-
-
-class CellTimeout(BaseException):
-    """Raised in a cell that runs past its time limit (a BaseException: `except Exception` in a
-    student's loop does not swallow it)."""
-
-
-def _ansi_red(text: str) -> str:
-    return f"\x1b[0;31m{text}\x1b[0m"
-
-
-def error_output(ename: str, evalue: str, message: str | None = None) -> dict:
-    line = f"{_ansi_red(ename)}: {message or evalue}"
-    return {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": [line]}
+MAX_EVENTS_BYTES = 96 << 20  # all a notebook may send (outputs and observations)
+MAX_MESSAGE_BYTES = 48 << 20
+HOST_START_SECONDS = 180.0
+_SAFE_MIME = ("text/plain", "image/png", "image/jpeg")
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+_HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?",
+                     re.S | re.M)
 
 
 # --------------------------------------------------------------------------------------------
-# In the child: an InteractiveShell whose outputs go into a list instead of the terminal.
+# The runner host, seen from the worker
 
-class _Recorder:
-    """Collects the outputs of the cell being run, in nbformat's JSON shape."""
-
-    def __init__(self, max_lines: int) -> None:
-        self.max_lines = max_lines
-        self.reset()
-
-    def reset(self) -> None:
-        self.outputs: list[dict] = []
-        self.clear_pending = False
-        self.stream_bytes = {"stdout": 0, "stderr": 0}
-        self.stream_lines = {"stdout": 0, "stderr": 0}
-        self.display_bytes = 0
-        self.truncated = set()
-
-    def _before_output(self) -> None:
-        if self.clear_pending:
-            self.outputs.clear()
-            self.clear_pending = False
-
-    def stream(self, name: str, text: str) -> None:
-        if not text:
-            return
-        # Keep a little more than LimitOutput shows, so that its truncation is nbgrader's.
-        if self.stream_lines[name] > self.max_lines + 1 or \
-                self.stream_bytes[name] > MAX_STREAM_BYTES:
-            if name not in self.truncated:
-                self.truncated.add(name)
-                self._append_stream(name, "\n... output truncated by the grader ...\n")
-            return
-        self.stream_bytes[name] += len(text)
-        self.stream_lines[name] += text.count("\n")
-        self._append_stream(name, text)
-
-    def _append_stream(self, name: str, text: str) -> None:
-        self._before_output()
-        last = self.outputs[-1] if self.outputs else None
-        if last is not None and last["output_type"] == "stream" and last["name"] == name:
-            last["text"] += text
-        else:
-            self.outputs.append({"output_type": "stream", "name": name, "text": text})
-
-    def _rich(self, output: dict) -> None:
-        size = sum(len(str(v)) for v in output.get("data", {}).values())
-        if self.display_bytes + size > MAX_DISPLAY_BYTES:
-            self.stream("stderr", "... display output dropped by the grader (too large) ...\n")
-            return
-        self.display_bytes += size
-        self._before_output()
-        self.outputs.append(output)
-
-    def display(self, data: dict, metadata: dict | None, transient: dict | None,
-                update: bool) -> None:
-        display_id = (transient or {}).get("display_id")
-        if update and display_id is not None:
-            for output in self.outputs:  # update_display_data replaces in place
-                if output.get("_display_id") == display_id:
-                    output["data"], output["metadata"] = _jsonable(data), _jsonable(metadata or {})
-            return
-        output = {"output_type": "display_data", "data": _jsonable(data),
-                  "metadata": _jsonable(metadata or {})}
-        if display_id is not None:
-            output["_display_id"] = display_id
-        self._rich(output)
-
-    def result(self, data: dict, metadata: dict, execution_count: int) -> None:
-        self._rich({"output_type": "execute_result", "data": _jsonable(data),
-                    "metadata": _jsonable(metadata), "execution_count": execution_count})
-
-    def error(self, ename: str, evalue: str, traceback_lines: list[str]) -> None:
-        self._before_output()
-        self.outputs.append({"output_type": "error", "ename": ename, "evalue": evalue,
-                             "traceback": list(traceback_lines)})
-
-    def clear(self, wait: bool) -> None:
-        if wait:
-            self.clear_pending = True
-        else:
-            self.outputs.clear()
-            self.clear_pending = False
-
-    def take(self) -> list[dict]:
-        outputs = self.outputs
-        for output in outputs:
-            output.pop("_display_id", None)
-        self.reset()
-        return outputs
+class HostError(RuntimeError):
+    """The runner host could not be started or stopped answering."""
 
 
-def _jsonable(value: Any) -> Any:
-    """Display data as JSON would carry it (what a kernel sends over ZMQ)."""
-    return json.loads(json.dumps(value, default=str))
+class Host:
+    """A runner host process and the socket to it."""
 
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.process: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
 
-_recorder: _Recorder | None = None
-
-
-class _Stream:
-    """sys.stdout / sys.stderr of the child: text goes to the recorder."""
-
-    encoding = "utf-8"
-    errors = "replace"
-
-    def __init__(self, name: str, fd: int) -> None:
-        self.name = name
-        self._fd = fd
-
-    def write(self, text: str) -> int:
-        if not isinstance(text, str):
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        if _recorder is not None:
-            _recorder.stream(self.name, text)
-        return len(text)
-
-    def writelines(self, lines) -> None:
-        for line in lines:
-            self.write(line)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def readable(self) -> bool:
-        return False
-
-    def writable(self) -> bool:
-        return True
-
-    @property
-    def closed(self) -> bool:
-        return False
-
-
-def make_shell():
-    """Create the InteractiveShell that forked children run cells with (call once per worker)."""
-    from IPython.core.displayhook import DisplayHook
-    from IPython.core.displaypub import DisplayPublisher
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-
-    class RecordingDisplayHook(DisplayHook):
-        def start_displayhook(self):
-            pass
-
-        def write_output_prompt(self):
-            pass
-
-        def write_format_data(self, format_dict, md_dict=None):
-            if _recorder is not None:
-                _recorder.result(format_dict, md_dict or {}, self.shell.execution_count)
-
-        def finish_displayhook(self):
-            pass
-
-    class RecordingDisplayPublisher(DisplayPublisher):
-        def publish(self, data, metadata=None, source=None, *, transient=None, update=False,
-                    **kwargs):
-            if _recorder is not None:
-                _recorder.display(data, metadata, transient, update)
-
-        def clear_output(self, wait=False):
-            if _recorder is not None:
-                _recorder.clear(wait)
-
-    class GradingShell(InteractiveShell):
-        displayhook_class = RecordingDisplayHook
-        display_pub_class = RecordingDisplayPublisher
-
-        def _showtraceback(self, etype, evalue, stb):
-            if _recorder is not None:
-                _recorder.error(etype.__name__, str(evalue), stb)
-
-        def enable_gui(self, gui=None):
-            pass
-
-    config = Config()
-    config.HistoryManager.enabled = False
-    config.InteractiveShell.colors = "linux"
-    config.InteractiveShell.autoindent = False
-    config.InteractiveShell.xmode = "Context"
-    shell = GradingShell.instance(config=config)
-    return shell
-
-
-_PRISTINE_WARNING_FILTERS = list(warnings.filters)
-
-
-def prepare_worker(preload: list[str] | tuple[str, ...] = ()) -> None:
-    """Set up a grading worker before any fork: the shell, the inline matplotlib backend, the
-    modules the lessons import, and the lazy parts of IPython and matplotlib that every
-    notebook would otherwise load again (traceback formatting, fonts)."""
-    import importlib
-    import io
-
-    _PRISTINE_WARNING_FILTERS[:] = list(warnings.filters)
-    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        shell = make_shell()
-        for name in preload:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 (a notebook's own import will report it)
-                pass
+    def start(self) -> None:
+        ours, theirs = socket.socketpair()
+        env = {key: value for key, value in os.environ.items()
+               if key in ("PATH", "LANG", "LC_ALL", "HOME", "OMP_NUM_THREADS", "PYTHONPATH",
+                          "NBFORMAT_VALIDATOR", "MPLBACKEND", "PYDEVD_DISABLE_FILE_VALIDATION")}
+        self.process = subprocess.Popen(
+            [sys.executable, "-s", "-B", "-m", "autograder.runner.host", str(theirs.fileno()),
+             json.dumps(self.config)],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            env=env, start_new_session=True, cwd="/")
+        theirs.close()
+        self.sock = ours
+        ours.settimeout(HOST_START_SECONDS)
         try:
-            import matplotlib
-            matplotlib.use("module://matplotlib_inline.backend_inline")
-            import matplotlib_inline.backend_inline  # noqa: F401 (hooks figures into the shell)
-            import matplotlib.pyplot as plt
-            figure = plt.figure(figsize=(1, 1))
-            figure.gca().plot([0, 1], [0, 1], label="x")
-            figure.gca().set_title("warm-up")
-            figure.savefig(io.BytesIO(), format="png")
-            plt.close(figure)
-        except ImportError:  # pragma: no cover (matplotlib is a course dependency)
-            pass
-        try:
-            raise ValueError("warm-up")
-        except ValueError:
-            etype, value, tb = sys.exc_info()
-            shell.InteractiveTB.structured_traceback(etype, value, tb)
-        shell.display_formatter.format(1.5)
-
-
-def _set_parent_death_signal() -> None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the parent
-    except (OSError, AttributeError):  # pragma: no cover (not Linux)
-        pass
-
-
-def _close_inherited(keep: tuple[int, ...]) -> None:
-    """In a freshly forked process that will run student code: close every inherited descriptor
-    but 0-2 and `keep` (the worker's socket to the pool, other notebooks' channels, ...). Each
-    one is replaced by /dev/null rather than closed, so that its number is not reused while a
-    Python object that still names it exists."""
-    kept = {0, 1, 2, *keep}
-    null = os.open(os.devnull, os.O_RDWR)
-    try:
-        fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:  # pragma: no cover (no /proc)
-        fds = list(range(3, max(kept | {null}) + 256))
-    for fd in fds:
-        if fd in kept or fd == null:
-            continue
-        try:
-            os.dup2(null, fd)
+            line = ours.recv(64)
         except OSError:
-            pass
-    os.close(null)
+            line = b""
+        ours.settimeout(None)
+        if line != b"ready\n":
+            self.stop()
+            raise HostError("the runner host did not start")
 
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
-class _Channel:
-    """JSON lines to the worker, on a pipe or a socket."""
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.process is not None:
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def send(self, message: dict) -> None:
-        data = (json.dumps(message) + "\n").encode()
-        while data:
-            written = os.write(self.fd, data)
-            data = data[written:]
-
-
-def _on_alarm(signum, frame):
-    raise CellTimeout()
-
-
-def _enter_process(memory_limit: int, threads: int) -> None:
-    """Make this freshly forked process a notebook's: own session, limits, no terminal."""
-    import resource
-
-    os.setsid()
-    _set_parent_death_signal()
-    if memory_limit > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # Output without end from C code or a subprocess (`yes`) must not fill the disk: past the
-    # limit a write fails (EFBIG) instead of killing the process.
-    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    sys.stdin = open(os.devnull)
-    if threads > 0:  # this notebook's share of the cores (no oversubscription)
-        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            os.environ[name] = str(threads)
-        if "torch" in sys.modules:
-            sys.modules["torch"].set_num_threads(threads)
-    # The worker silences warnings while nbgrader works; a notebook sees Python's defaults.
-    warnings.filters[:] = _PRISTINE_WARNING_FILTERS
-    warnings._filters_mutated()
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def _capture_output() -> dict:
-    """sys.stdout/stderr to the recorder; file descriptors 1 and 2 (C code) to fresh files,
-    read after each cell."""
-    captures = {}
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        handle = tempfile.TemporaryFile()
-        os.dup2(handle.fileno(), fd)
-        captures[name] = [handle, 0]
-    sys.stdout = _Stream("stdout", 1)
-    sys.stderr = _Stream("stderr", 2)
-    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-    return captures
-
-
-def _enter_folder(cwd: str, previous: str | None = None) -> None:
-    os.chdir(cwd)
-    if previous and previous in sys.path:
-        sys.path.remove(previous)
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-
-
-def _run_here(cells: list[tuple[int, str]], channel: _Channel, timeout: float, max_lines: int,
-              captures: dict) -> str:
-    """Run `cells` in this process's shell, reporting each; return ok, timeout or exit."""
-    global _recorder
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    _recorder = _Recorder(max_lines)
-    for index, source in cells:
-        channel.send({"event": "start", "index": index})
-        timed_out = False
-        count = shell.execution_count
-        began = time.perf_counter()
-        signal.setitimer(signal.ITIMER_REAL, timeout)
+    def run(self, request: dict, *, timeout: float, budget: float) -> "Run":
+        """Send one notebook's request; collect what it reports until the host says that its
+        process has ended."""
+        if not self.alive():
+            self.stop()
+            self.start()
+        events_r, events_w = os.pipe()
+        control_r, control_w = os.pipe()
         try:
-            result = shell.run_cell(source, store_history=True)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            count = result.execution_count or count
-            if isinstance(result.error_in_exec, CellTimeout):
-                timed_out = True
-        except CellTimeout:  # raised outside the cell's code (in a hook, for example)
-            timed_out = True
+            socket.send_fds(self.sock, [(json.dumps(request) + "\n").encode()],
+                            [events_w, control_w])
+        except OSError as err:
+            for fd in (events_r, events_w, control_r, control_w):
+                os.close(fd)
+            self.stop()
+            raise HostError(f"the runner host stopped answering ({err})") from None
+        os.close(events_w)
+        os.close(control_w)
+        try:
+            return _collect(events_r, control_r, request, timeout, budget)
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        seconds = time.perf_counter() - began
-        for name, capture in captures.items():
-            handle, seen = capture
-            size = os.fstat(handle.fileno()).st_size
-            if size > seen:
-                handle.seek(seen)
-                data = handle.read(min(size - seen, MAX_STREAM_BYTES))
-                capture[1] = size
-                _recorder.stream(name, data.decode("utf-8", "replace"))
-        outputs = _recorder.take()
-        for output in outputs:
-            if output["output_type"] == "execute_result":
-                output["execution_count"] = count
-        if timed_out:
-            outputs = [o for o in outputs
-                       if not (o["output_type"] == "error" and o["ename"] == "CellTimeout")]
-            outputs.append(timeout_output(timeout))
-        channel.send({"event": "done", "index": index, "outputs": outputs,
-                      "execution_count": count, "timed_out": timed_out, "seconds": seconds})
-        if timed_out:
-            return "timeout"
-        if getattr(shell, "exit_now", False):
-            channel.send({"event": "exit", "index": index})
-            return "exit"
-    return "ok"
-
-
-def _report_crash(channel_fd: int) -> None:
-    try:
-        os.write(channel_fd, (json.dumps({"event": "crash", "detail": traceback.format_exc()})
-                              + "\n").encode())
-    except OSError:
-        pass
-
-
-def _enter_forked(fd: int, memory_limit: int, threads: int, folder: str) -> tuple:
-    """First steps of a forked process that runs notebook code: keep only its own channel,
-    apply the limits, capture output, move into `folder`; return (channel, captures)."""
-    _close_inherited((fd,))
-    channel = _Channel(fd)
-    _enter_process(memory_limit, threads)
-    captures = _capture_output()
-    _enter_folder(folder)
-    return channel, captures
-
-
-def _child_main(cells: list[tuple[int, str]], cwd: str, timeout: float, memory_limit: int,
-                max_lines: int, write_fd: int, threads: int = 0) -> None:
-    """Run in the forked child: execute the cells, report each one on `write_fd`, never return."""
-    code = 0
-    try:
-        channel, captures = _enter_forked(write_fd, memory_limit, threads, cwd)
-        _run_here(cells, channel, timeout, max_lines, captures)
-        channel.send({"event": "end"})
-    except BaseException:  # noqa: BLE001 (report anything, then leave)
-        code = 70
-        _report_crash(write_fd)
-    finally:
-        os._exit(code)
-
-
-def _zygote_main(prologue: list[tuple[int, str]], scratch: str, timeout: float,
-                 memory_limit: int, max_lines: int, sock_fd: int, threads: int) -> None:
-    """A process that runs a lesson's prologue (the cells before its first exercise), then
-    forks a child for each notebook that shares it; never returns."""
-    code = 0
-    try:
-        channel, captures = _enter_forked(sock_fd, memory_limit, threads, scratch)
-        before = sorted(os.listdir(scratch))
-        outcome = _run_here(prologue, channel, timeout, max_lines, captures)
-        clean = sorted(os.listdir(scratch)) == before  # a prologue that writes files is not shared
-        channel.send({"event": "prologue", "outcome": outcome, "clean": clean})
-        if outcome != "ok" or not clean:
-            return
-        # Each request comes with the write end of a pipe of its own: the notebook's child
-        # reports there, never on this socket, so nothing it writes is read as another run's.
-        requests = socket.socket(fileno=os.dup(sock_fd))
-        buffer, fds = b"", []
-        while True:
-            data, received, _, _ = socket.recv_fds(requests, 1 << 20, 8)
-            fds += received
-            if not data:
-                return
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                request = json.loads(line)
-                if not fds:
-                    raise RuntimeError("a request without its channel")
-                channel_fd = fds.pop(0)
-                pid = os.fork()
-                if pid == 0:
-                    _grandchild_main(request, scratch, timeout, max_lines, channel_fd)
-                os.close(channel_fd)
-                channel.send({"event": "forked", "pid": pid})
-                _, status = os.waitpid(pid, 0)
-                channel.send({"event": "exited", "pid": pid, "status": status})
-    except BaseException:  # noqa: BLE001
-        code = 70
-        _report_crash(sock_fd)
-    finally:
-        os._exit(code)
-
-
-def _grandchild_main(request: dict, scratch: str, timeout: float, max_lines: int,
-                     channel_fd: int) -> None:
-    """A notebook's process forked from a zygote: the prologue has run; run the rest and
-    report on `channel_fd`, its own pipe to the worker."""
-    code = 0
-    sock_fd = channel_fd
-    try:
-        _close_inherited((channel_fd,))  # the zygote's socket and its duplicate among them
-        channel = _Channel(channel_fd)
-        os.setsid()
-        _set_parent_death_signal()
-        captures = _capture_output()
-        _enter_folder(request["cwd"], previous=scratch)
-        _run_here([tuple(cell) for cell in request["cells"]], channel, timeout, max_lines,
-                  captures)
-        channel.send({"event": "end"})
-    except BaseException:  # noqa: BLE001
-        code = 70
-        _report_crash(sock_fd)
-    finally:
-        os._exit(code)
-
-
-def timeout_output(timeout: float) -> dict:
-    return error_output(TIMEOUT_ENAME, "",
-                        f"This cell ran for more than {timeout:g} s, the time limit per cell, "
-                        "and was stopped.")
+            os.close(events_r)
+            os.close(control_r)
 
 
 @dataclass
 class Run:
-    """What happened when a notebook was run."""
+    """What happened when a notebook was run, as established by the grader."""
 
-    outcome: str = "ok"  # ok | timeout | died | exit
+    outcome: str = "ok"  # ok | timeout | died | exit | oom
     detail: str = ""
     cell: int | None = None  # index of the cell that timed out or where the process ended
-    seconds: float = 0.0  # from the fork to the child's end
-    cell_seconds: float = 0.0  # running time of the cells run for this notebook
-    shared_seconds: float = 0.0  # running time of its prologue, run once and shared
+    seconds: float = 0.0
+    cell_seconds: float = 0.0  # running time the notebook reported for the cells it ran
+    shared_seconds: float = 0.0  # running time of the shared prologue
     executed: dict[int, dict] = field(default_factory=dict)
+    outcomes: dict[str, Any] | None = None  # scenario runs, as reported (untrusted)
     finished: bool = False
-    killed_for_time: bool = False
     pid: int | None = None
+    budget_spent: bool = False
+
+
+def _lines(fd: int, buffer: bytearray) -> tuple[list[bytes], bool]:
+    """Read what is there; return complete lines and whether the pipe has closed."""
+    chunk = os.read(fd, 1 << 20)
+    if not chunk:
+        return [], True
+    buffer += chunk
+    lines = []
+    while True:
+        end = buffer.find(b"\n")
+        if end < 0:
+            break
+        lines.append(bytes(buffer[:end]))
+        del buffer[: end + 1]
+    return lines, False
+
+
+def _collect(events: int, control: int, request: dict, timeout: float, budget: float) -> Run:
+    run = Run()
+    started = time.monotonic()
+    order = [index for index, _ in request["cells"]]
+    prologue = int(request.get("prologue") or 0)
+    position = 0  # the next cell whose end is awaited (into `order`)
+    notebook_deadline = started + budget
+    deadline = min(started + timeout + GRACE_SECONDS, notebook_deadline)
+    ev_buf, ctl_buf = bytearray(), bytearray()
+    received = 0
+    events_open, control_open = True, True
+    pid: int | None = None
+    status: int | None = None
+    oom = False
+    killed = False
+    observing = False
+
+    def kill() -> None:
+        nonlocal killed
+        if pid and not killed:
+            for target in (lambda: os.killpg(pid, signal.SIGKILL),
+                           lambda: os.kill(pid, signal.SIGKILL)):
+                try:
+                    target()
+                except (ProcessLookupError, PermissionError):
+                    pass
+        killed = True
+
+    while control_open:
+        watched = [fd for fd, is_open in ((events, events_open), (control, control_open))
+                   if is_open]
+        wait = max(0.0, deadline - time.monotonic()) if not killed else GRACE_SECONDS * 4
+        ready, _, _ = select.select(watched, [], [], wait)
+        if not ready:
+            if killed:
+                break  # the host never reported the end: give up on this run
+            run.outcome = "timeout"
+            run.budget_spent = time.monotonic() >= notebook_deadline
+            run.cell = None if observing or position >= len(order) else order[position]
+            kill()
+            continue
+        if control in ready:
+            lines, closed = _lines(control, ctl_buf)
+            control_open = not closed
+            for line in lines:
+                message = _json(line)
+                event = message.get("event")
+                if event == "prologue":
+                    for done in message.get("executed", [])[:prologue]:
+                        if _valid_done(done):
+                            run.executed[done["index"]] = _clean_done(done)
+                            run.shared_seconds += float(done.get("seconds", 0.0))
+                    position = max(position, prologue)
+                elif event == "prologue-lost":
+                    run.executed.clear()
+                    run.shared_seconds = 0.0
+                    position = 0
+                elif event == "forked" and isinstance(message.get("pid"), int):
+                    pid = message["pid"]
+                    run.pid = pid
+                    if killed:
+                        killed = False
+                        kill()
+                elif event == "exited":
+                    status = message.get("status") if isinstance(message.get("status"),
+                                                                 int) else None
+                    oom = bool(message.get("oom"))
+                    control_open = False
+                elif event == "failed":
+                    run.outcome, run.detail = "died", "the grader could not start it"
+                    control_open = False
+        if events_open and events in ready:
+            lines, closed = _lines(events, ev_buf)
+            events_open = not closed
+            for line in lines:
+                received += len(line)
+                if received > MAX_EVENTS_BYTES or len(line) > MAX_MESSAGE_BYTES:
+                    run.outcome, run.detail = "died", "it sent more output than the grader keeps"
+                    run.cell = order[position] if position < len(order) else None
+                    kill()
+                    events_open = False
+                    break
+                if run.finished:
+                    continue
+                message = _json(line)
+                event = message.get("event")
+                if event == "done" and position < len(order) and _valid_done(message) \
+                        and message["index"] == order[position] and not observing:
+                    run.executed[message["index"]] = _clean_done(message)
+                    run.cell_seconds += max(0.0, min(float(message.get("seconds", 0.0)),
+                                                     timeout))
+                    position += 1
+                    if message.get("timed_out"):
+                        run.outcome, run.cell = "timeout", message["index"]
+                    else:  # the next cell's limit starts now (never past the budget)
+                        deadline = min(time.monotonic() + timeout + GRACE_SECONDS,
+                                       notebook_deadline)
+                elif event == "exit" and not observing:
+                    run.outcome = "exit"
+                    run.cell = order[position - 1] if position else None
+                elif event == "observing" and position >= len(order):
+                    observing = True
+                    deadline = min(time.monotonic() + timeout + GRACE_SECONDS,
+                                   notebook_deadline)
+                elif event == "observations" and observing and run.outcomes is None:
+                    outcomes = message.get("outcomes")
+                    run.outcomes = outcomes if isinstance(outcomes, dict) else {}
+                elif event == "end":
+                    run.finished = True
+                    kill()  # whatever it still runs ends now
+                elif event == "crash" and isinstance(message.get("detail"), str):
+                    run.detail = message["detail"][-2000:]
+        if not events_open and not killed and pid:
+            kill()  # its pipe is closed: it has ended, or closed it; either way, stop it
+    run.seconds = time.monotonic() - started
+    if oom:
+        run.outcome = "oom"
+        run.cell = order[position] if position < len(order) else run.cell
+    elif not run.finished and run.outcome == "ok":
+        run.outcome = "died"
+        run.cell = order[position] if position < len(order) else None
+        run.detail = (_describe_status(status) if status is not None
+                      else "it was killed") + (f"\n{run.detail}" if run.detail else "")
+    return run
+
+
+def _json(line: bytes) -> dict:
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return {}
+    return message if isinstance(message, dict) else {}
+
+
+def _valid_done(message: Any) -> bool:
+    return (isinstance(message, dict) and isinstance(message.get("index"), int)
+            and isinstance(message.get("outputs"), list))
+
+
+def _clean_done(message: dict) -> dict:
+    count = message.get("execution_count")
+    return {"outputs": [o for o in (_clean_output(x) for x in message["outputs"][:500])
+                        if o is not None],
+            "execution_count": count if isinstance(count, int) and 0 <= count < 10**9
+            else None}
+
+
+def _text(value: Any, limit: int = 4_000_000) -> str:
+    if isinstance(value, list):
+        value = "".join(v for v in value if isinstance(v, str))
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _clean_output(output: Any) -> dict | None:
+    """An output of a notebook as the grader keeps it: only inert content (plain text and
+    raster images; HTML, SVG, JavaScript and Markdown outputs keep their plain-text form)."""
+    if not isinstance(output, dict):
+        return None
+    kind = output.get("output_type")
+    if kind == "stream":
+        name = output.get("name")
+        return {"output_type": "stream", "name": name if name in ("stdout", "stderr")
+                else "stdout", "text": _text(output.get("text"))}
+    if kind == "error":
+        trace = output.get("traceback")
+        return {"output_type": "error", "ename": _text(output.get("ename"), 200),
+                "evalue": _text(output.get("evalue"), 20_000),
+                "traceback": [_text(t, 20_000) for t in trace[:200]]
+                if isinstance(trace, list) else []}
+    if kind in ("display_data", "execute_result"):
+        raw = output.get("data") if isinstance(output.get("data"), dict) else {}
+        data = {}
+        for mime in _SAFE_MIME:
+            value = _text(raw.get(mime), 20_000_000)
+            if not value:
+                continue
+            if mime != "text/plain" and not _BASE64.fullmatch(value):
+                continue
+            data[mime] = value
+        if not data:
+            data["text/plain"] = "<output not shown>"
+        cleaned = {"output_type": kind, "data": data, "metadata": {}}
+        if kind == "execute_result":
+            count = output.get("execution_count")
+            cleaned["execution_count"] = count if isinstance(count, int) else None
+        return cleaned
+    return None
 
 
 def _describe_status(status: int) -> str:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
+        return f"it was ended by {_signal_name(sig)}"
+    code = os.WEXITSTATUS(status)
+    if code > 128:
+        sig = code - 128
         if sig == signal.SIGKILL:
-            return (f"it was killed ({name}), which usually means it ran out of memory "
-                    "or something killed it")
-        return f"it was ended by {name}"
-    return f"it exited with code {os.WEXITSTATUS(status)} (os._exit or a crash)"
+            return ("it was killed (SIGKILL), which usually means it ran out of memory or "
+                    "something killed it")
+        return f"it was ended by {_signal_name(sig)}"
+    return f"it exited with code {code} (os._exit or a crash)"
 
 
-class _Reader:
-    """JSON-line events from a file descriptor, with the per-cell deadline."""
-
-    def __init__(self, fd: int, timeout: float) -> None:
-        self.fd, self.timeout, self.buffer = fd, timeout, b""
-        self.closed = False
-
-    def collect(self, run: Run, kill, until: str | None = None, exit_fd: int | None = None,
-                exited: bool = False) -> dict | None:
-        """Read events into `run` until end of file, the event "end" or the event `until`
-        (returned). A cell that outlives its deadline is killed with `kill(pid)`; then reading
-        goes on briefly for the last messages. `exit_fd` becomes readable when the process
-        has ended (`exited`: it already has): then only what it left in the pipe is read, so
-        that a process it started and that keeps the pipe open does not hold the worker."""
-        current: int | None = None
-        deadline: float | None = None
-        drain_until = time.monotonic() + GRACE_SECONDS
-        while True:
-            line = self._line()
-            while line is None and not self.closed:
-                if exited:
-                    if time.monotonic() > drain_until:
-                        return None
-                    ready, _, _ = select.select([self.fd], [], [], 0)
-                    if not ready:
-                        return None  # the process has ended and left nothing more
-                else:
-                    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    watched = [self.fd] if exit_fd is None else [self.fd, exit_fd]
-                    ready, _, _ = select.select(watched, [], [], wait)
-                    if not ready:
-                        if run.killed_for_time:
-                            return None  # nothing more came after the kill
-                        run.killed_for_time = True
-                        run.outcome, run.cell = "timeout", current
-                        kill(run.pid)
-                        deadline = time.monotonic() + GRACE_SECONDS
-                        continue
-                    if exit_fd is not None and exit_fd in ready:
-                        exited = True
-                        drain_until = time.monotonic() + GRACE_SECONDS
-                        if self.fd not in ready:
-                            continue
-                chunk = os.read(self.fd, 1 << 20)
-                if not chunk:
-                    self.closed = True
-                    break
-                self.buffer += chunk
-                line = self._line()
-            if line is None:
-                return None
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            event = message.get("event")
-            if event == until:
-                return message
-            if event == "start":
-                current = message["index"]
-                if not run.killed_for_time:
-                    deadline = time.monotonic() + self.timeout + GRACE_SECONDS
-            elif event == "done":
-                run.executed[message["index"]] = message
-                run.cell_seconds += float(message.get("seconds", 0.0))
-                current = None
-                if not run.killed_for_time:  # until the next "start" (or "end")
-                    deadline = time.monotonic() + self.timeout + GRACE_SECONDS
-                if message.get("timed_out"):
-                    run.outcome, run.cell = "timeout", message["index"]
-            elif event == "exit":
-                run.outcome, run.cell = "exit", message["index"]
-            elif event == "end":
-                run.finished = True
-                return message
-            elif event == "crash":
-                run.detail = message.get("detail", "")
-            if run.outcome != "ok" and run.cell is None:
-                run.cell = current
-
-    def wait_for(self, event: str, seconds: float) -> dict | None:
-        """The next message `event`, skipping others; None after `seconds` or at end of file."""
-        deadline = time.monotonic() + seconds
-        while True:
-            line = self._line()
-            if line is None:
-                wait = deadline - time.monotonic()
-                if self.closed or wait <= 0:
-                    return None
-                ready, _, _ = select.select([self.fd], [], [], wait)
-                if not ready:
-                    return None
-                chunk = os.read(self.fd, 1 << 20)
-                if not chunk:
-                    self.closed = True
-                self.buffer += chunk
-                continue
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(message, dict) and message.get("event") == event:
-                return message
-
-    def _line(self) -> bytes | None:
-        if b"\n" not in self.buffer:
-            return None
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return line
-
-
-def _finish(run: Run, status: int | None, current: int | None = None) -> Run:
-    if not run.finished and run.outcome == "ok":
-        run.outcome = "died"
-        run.cell = run.cell if run.cell is not None else current
-        detail = (_describe_status(status) if status is not None
-                  else "it was killed together with the process it was forked from")
-        run.detail = detail + (f"\n{run.detail}" if run.detail else "")
-    return run
-
-
-def run_cells(cells: list[tuple[int, str]], cwd: str, *, timeout: float, memory_limit: int,
-              max_lines: int, threads: int = 0) -> Run:
-    """Fork a child that runs `cells` (index, source) in `cwd`; collect what it reports."""
-    read_fd, write_fd = os.pipe()
-    started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (the child, measured through the tests)
-        os.close(read_fd)
-        _child_main(cells, cwd, timeout, memory_limit, max_lines, write_fd, threads)
-    os.close(write_fd)
-    run = Run(pid=pid)
-    reader = _Reader(read_fd, timeout)
+def _signal_name(sig: int) -> str:
     try:
-        exit_fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):  # pragma: no cover (Linux before 5.3)
-        exit_fd = None
-    try:
-        reader.collect(run, lambda _: _kill_group(pid), exit_fd=exit_fd)
-    finally:
-        os.close(read_fd)
-        if exit_fd is not None:
-            os.close(exit_fd)
-        # The child has reported its end, exited, closed its pipe or been killed: whatever it
-        # still runs, and what it started in the background, ends now (an exit status already
-        # there stays as it is).
-        _kill_group(pid)
-        _, status = os.waitpid(pid, 0)
-        run.seconds = time.monotonic() - started
-    return _finish(run, status, _started_not_done(run, cells))
-
-
-def _started_not_done(run: Run, cells: list[tuple[int, str]]) -> int | None:
-    """The cell the process was running when it ended: the first one not reported done."""
-    for index, _ in cells:
-        if index not in run.executed:
-            return index
-    return None
-
-
-def _kill_group(pid: int | None) -> None:
-    if not pid:
-        return
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            target()
-        except (ProcessLookupError, PermissionError):
-            pass
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
 
 
 # --------------------------------------------------------------------------------------------
-# Prologues shared through a zygote process
+# Scenarios and the course secret (trusted side)
 
-class _Zygote:
-    """A forked process that has run a prologue and forks a child for each notebook."""
-
-    def __init__(self, prologue: list[str], *, timeout: float, memory_limit: int,
-                 max_lines: int, threads: int) -> None:
-        self.timeout = timeout
-        self.scratch = tempfile.mkdtemp(prefix="autograder-prologue-")
-        ours, theirs = socket.socketpair()
-        cells = list(enumerate(prologue))
-        started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover (measured through the tests)
-            ours.close()
-            _zygote_main(cells, self.scratch, timeout, memory_limit, max_lines,
-                         theirs.fileno(), threads)
-        theirs.close()
-        self.pid, self.sock = pid, ours
-        self.reader = _Reader(ours.fileno(), timeout)
-        self.prologue = Run(pid=pid)
-        end = self.reader.collect(self.prologue, lambda _: _kill_group(pid), until="prologue")
-        self.prologue.seconds = time.monotonic() - started
-        self.ok = bool(end and end.get("outcome") == "ok" and end.get("clean"))
-        self.used = False
-        self.group = ""
-        if not self.ok:
-            self.close()
-
-    def run(self, cells: list[tuple[int, str]], cwd: str) -> Run | None:
-        """Run `cells` in a child of the zygote; None if the zygote itself has gone."""
-        started = time.monotonic()
-        run = Run()
-        read_fd, write_fd = os.pipe()  # this run's own channel
-        try:
-            try:
-                socket.send_fds(self.sock, [(json.dumps({"cells": cells, "cwd": cwd})
-                                             + "\n").encode()], [write_fd])
-            finally:
-                os.close(write_fd)
-            forked = self.reader.wait_for("forked", ZYGOTE_ANSWER_SECONDS)
-            pid = forked.get("pid") if forked else None
-            if not isinstance(pid, int) or pid <= 0 or not _child_of(pid, self.pid):
-                self.close()  # the zygote did not answer, or not as it does
-                return None
-            run.pid = pid
-            # The zygote's socket becomes readable when it reports the child's exit.
-            reader = _Reader(read_fd, self.timeout)
-            reader.collect(run, lambda _: _kill_group(pid), exit_fd=self.sock.fileno(),
-                           exited=bool(self.reader.buffer))
-        except OSError:
-            self.close()
-            return None
-        finally:
-            os.close(read_fd)
-        _kill_group(pid)  # what it still runs, and what it started in the background
-        exited = self.reader.wait_for("exited", ZYGOTE_ANSWER_SECONDS)
-        if exited is None or exited.get("pid") != pid:
-            self.close()  # it did not report the exit: it is not used again
-            status = None
-        else:
-            status = exited.get("status")
-        run.seconds = time.monotonic() - started
-        self.used = True
-        return _finish(run, status, _started_not_done(run, cells))
-
-    def close(self) -> None:
-        self.ok = False
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        _kill_group(self.pid)
-        try:
-            os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-def _child_of(pid: int, parent: int) -> bool:
-    """Whether `pid` is a child of `parent` (True when that cannot be told: it has ended)."""
+def course_secret(root: Path) -> bytes:
+    """The course's secret for drawing each student's inputs: `<root>/.autograder/secret`,
+    created on first use (never in git, never in a notebook, never in a sandbox)."""
+    folder = Path(root) / ".autograder"
+    path = folder / "secret"
     try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[1]) == parent
-    except (OSError, ValueError, IndexError):
-        return True
+        return bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        pass
+    folder.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(os.urandom(32).hex())
+    return bytes.fromhex(path.read_text().strip())
 
 
-_ZYGOTES: "OrderedDict[str, _Zygote]" = OrderedDict()
-MAX_ZYGOTES = 2  # per worker and lesson: the usual prologue and one a student changed
+def scenario_seed(secret: bytes, student: str, exercise: str, scenario: str) -> int:
+    digest = hmac.new(secret, f"{student}\0{exercise}\0{scenario}".encode(),
+                      hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], "big") & ((1 << 62) - 1)
 
 
-def _close_zygotes() -> None:
-    while _ZYGOTES:
-        _ZYGOTES.popitem()[1].close()
+@dataclass
+class Lesson:
+    """What the grader knows of a lesson: its scenarios, mistakes and reference cells."""
+
+    name: str
+    source: str  # the scenario module's source
+    filename: str
+    scenarios: list
+    mistakes: list
+    reference_cells: list[tuple[int, str]]
+    prologue: list[str]  # sources of the cells before the first exercise
+
+    @classmethod
+    def load(cls, root: Path, name: str) -> "Lesson":
+        import nbformat
+
+        from autograder.runner.observe import load_module
+        from coursekit.scenarios import collect
+
+        path = Path(root) / "scenarios" / f"{name}.py"
+        source = path.read_text() if path.is_file() else ""
+        scenarios, mistakes = collect(load_module(source, str(path))) if source else ([], [])
+        nb = nbformat.read(Path(root) / "solutions" / name / f"{name}.ipynb", as_version=4)
+        end = prologue_end(nb)
+        cells = [(i, c.source) for i, c in enumerate(nb.cells)
+                 if c.cell_type == "code" and c.source.strip()
+                 and not c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+        prologue = [c.source for c in nb.cells[:end] if c.cell_type == "code"
+                    and c.source.strip()]
+        return cls(name, source, str(path), scenarios, mistakes, cells, prologue)
+
+    def for_exercise(self, exercise: str) -> list:
+        return [s for s in self.scenarios if s.exercise == exercise]
+
+    def runs(self, secret: bytes, student: str) -> list[tuple[str, int]]:
+        return [(s.name, 0 if s.visible else scenario_seed(secret, student, s.exercise, s.name))
+                for s in self.scenarios]
 
 
-atexit.register(_close_zygotes)
-
-
-def _prologue_end(nb: NotebookNode) -> int:
+def prologue_end(nb: NotebookNode) -> int:
     """Index of the notebook's first exercise cell (answer or test): the prologue ends there."""
     for index, cell in enumerate(nb.cells):
         meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -881,116 +455,266 @@ def _prologue_end(nb: NotebookNode) -> int:
     return len(nb.cells)
 
 
-def _run_shared(cells, nb, cwd, *, timeout, memory_limit, max_lines, threads,
-                group: str = "") -> Run | None:
-    end = _prologue_end(nb)
-    prologue = [(i, source) for i, source in cells if i < end]
-    rest = [(i, source) for i, source in cells if i >= end]
-    if not prologue:
+def strip_hidden(source: str) -> str:
+    return _HIDDEN.sub("", source)
+
+
+class References:
+    """Reference outcomes (the solution's and each mistake's), per lesson and seed, computed
+    in runs of the solution notebook's own cells and kept for the worker's lifetime."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[tuple[str, str], Any] = {}
+
+    def ensure(self, host: Host, lesson: Lesson, runs: list[tuple[str, int]], *,
+               timeout: float, budget: float, max_lines: int) -> None:
+        missing = sorted({(n, s) for n, s in runs
+                          if (lesson.name, f"{n}/{s}") not in self.outcomes})
+        if not missing:
+            return
+        request = {"cells": lesson.reference_cells,
+                   "prologue": len(lesson.prologue), "timeout": timeout,
+                   "max_lines": max_lines, "files_from": None,
+                   "observe": {"source": lesson.source, "filename": lesson.filename,
+                               "runs": missing, "mistakes": True}}
+        run = host.run(request, timeout=timeout, budget=budget)
+        if run.outcomes is None:
+            raise ScenarioBroken(f"the reference run of {lesson.name} did not finish "
+                                 f"({run.outcome}: {one_line(run.detail, 300)})")
+        for key, value in run.outcomes.items():
+            self.outcomes[(lesson.name, key)] = value
+
+    def get(self, lesson: str, key: str) -> Any:
+        return self.outcomes.get((lesson, key))
+
+
+# --------------------------------------------------------------------------------------------
+# nbgrader's Execute, replaced
+
+LAST_RUN: Run | None = None  # the latest run in this process, for timing reports
+LAST_CHECKS: list[dict] = []  # the latest verdicts in this process, for reports
+
+
+class ForkedExecute(NbGraderPreprocessor):
+    """nbgrader's Execute step: the notebook runs confined, forked from the runner host, and
+    each test cell's outputs become the trusted verdict on its exercise."""
+
+    timeout = Integer(60, help="Seconds a cell may run.").tag(config=True)
+    notebook_timeout = Integer(600, help="Seconds the whole notebook may run.").tag(config=True)
+    memory_limit = Integer(4 * GiB, help="Memory of the notebook's processes, in bytes "
+                                         "(0: no limit).").tag(config=True)
+    max_lines = Integer(1000, help="Lines of a cell's stream output kept.").tag(config=True)
+    threads = Integer(1, help="Threads for torch and OpenMP in the notebook.").tag(config=True)
+    share_prologue = Bool(True, help="Run the lesson's unchanged worked examples once for all "
+                                     "notebooks that have them.").tag(config=True)
+    sandbox = Bool(True, help="Confine each notebook (namespaces, cgroup).").tag(config=True)
+    course_root = Unicode("", help="The course root (scenarios/, solutions/).").tag(config=True)
+
+    _host: Host | None = None
+    preload: list[str] = []
+    _lessons: dict[str, Lesson] = {}
+    _references = References()
+    _students: dict[str, list[str]] = {}
+
+    @classmethod
+    def set_class(cls, students: dict[str, list[str]]) -> None:
+        """The students of each lesson in this run: reference outcomes are computed for all
+        of them at once."""
+        cls._students = {lesson: list(ids) for lesson, ids in students.items()}
+
+    def host(self) -> Host:
+        cls = type(self)
+        if cls._host is None:
+            cls._host = Host(host_config(self.memory_limit, self.threads, self.sandbox,
+                                         cls.preload))
+            cls._host.start()
+        return cls._host
+
+    def lesson(self, name: str) -> Lesson:
+        cls = type(self)
+        if name not in cls._lessons:
+            cls._lessons[name] = Lesson.load(Path(self.course_root), name)
+        return cls._lessons[name]
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        global LAST_RUN, LAST_CHECKS
+        info = resources.get("nbgrader", {})
+        name, student = info.get("assignment", ""), info.get("student", "")
+        root = Path(self.course_root)
+        lesson = self.lesson(name)
+        secret = course_secret(root)
+        cells = []
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            source = strip_hidden(cell.source) if meta.get("grade") else cell.source
+            if source.strip():
+                cells.append((index, source))
+        for cell in nb.cells:  # what nbclient does before running a cell
+            if cell.cell_type == "code":
+                cell.outputs = []
+                cell.execution_count = None
+        end = prologue_end(nb)
+        prologue = [source for index, source in cells if index < end]
+        shared = self.share_prologue and prologue and prologue == lesson.prologue
+        runs = lesson.runs(secret, student)
+        files = resources.get("metadata", {}).get("path")
+        request = {"cells": cells, "prologue": len(prologue) if shared else 0,
+                   "timeout": self.timeout, "max_lines": self.max_lines,
+                   "files_from": _lesson_files(root, name),
+                   "observe": {"source": lesson.source, "filename": lesson.filename,
+                               "runs": runs, "mistakes": False} if lesson.scenarios else None}
+        del files
+        host = self.host()
+        run = host.run(request, timeout=self.timeout, budget=self.notebook_timeout)
+        self._apply(nb, cells, run)
+        checks = self._verdicts(nb, lesson, student, secret, run)
+        LAST_RUN, LAST_CHECKS = run, checks
+        return nb, resources
+
+    def _apply(self, nb: NotebookNode, cells: list[tuple[int, str]], run: Run) -> None:
+        stopped = False
+        for index, _ in cells:
+            cell = nb.cells[index]
+            done = run.executed.get(index)
+            if done is not None and not (run.cell == index and run.outcome in ("oom",)):
+                cell.outputs = [from_dict(o) for o in done["outputs"]]
+                cell.execution_count = done["execution_count"]
+                if run.cell == index and run.outcome == "timeout":
+                    cell.outputs.append(from_dict(timeout_output(self.timeout)))
+                continue
+            if not stopped and run.cell == index and run.outcome == "timeout":
+                cell.outputs = [from_dict(timeout_output(self.timeout))]
+            elif not stopped and run.cell == index and run.outcome == "oom":
+                cell.outputs = [from_dict(error_output(
+                    "MemoryError", "out of memory",
+                    "The notebook's processes used more memory than the limit while this "
+                    "cell ran, and were stopped."))]
+            elif not stopped and run.cell == index and run.outcome == "died":
+                cell.outputs = [from_dict(error_output(
+                    DEAD_ENAME, "the process running the notebook ended",
+                    "The process running this notebook ended while this cell ran: "
+                    + (run.detail.splitlines() or ["it ended"])[0] + "."))]
+            else:
+                cell.outputs = [from_dict(_not_run_output(run))]
+            stopped = True
+
+    def _verdicts(self, nb: NotebookNode, lesson: Lesson, student: str, secret: bytes,
+                  run: Run) -> list[dict]:
+        rows: list[dict] = []
+        tests = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                 and c.get("metadata", {}).get("nbgrader", {}).get("grade")
+                 and not c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+        if not tests:
+            return rows
+        outcomes = run.outcomes if isinstance(run.outcomes, dict) else {}
+        if lesson.scenarios:
+            everyone = sorted(set(self._students.get(lesson.name, [])) | {student})
+            runs = [r for who in everyone for r in lesson.runs(secret, who)]
+            self._references.ensure(self.host(), lesson, runs, timeout=self.timeout,
+                                    budget=self.notebook_timeout, max_lines=self.max_lines)
+        mistakes = list(enumerate(lesson.mistakes))
+        for index, cell in tests:
+            grade_id = cell.metadata["nbgrader"].get("grade_id", "")
+            exercise = grade_id.rsplit("-test", 1)[0]
+            scenarios = lesson.for_exercise(exercise)
+            checks: list[Check] = []
+            for scenario in scenarios:
+                seed = 0 if scenario.visible else scenario_seed(secret, student, exercise,
+                                                                scenario.name)
+                key = f"{scenario.name}/{seed}"
+                reference = read_outcome(self._references.get(lesson.name, key))
+                wrong = []
+                for i, known in mistakes:
+                    if known.exercise == exercise:
+                        raw = self._references.get(lesson.name, f"{key}/mistake/{i}")
+                        if raw is not None:
+                            wrong.append((known, read_outcome(raw)))
+                try:
+                    student_outcome = read_outcome(outcomes.get(key))
+                except ReportError:
+                    student_outcome = read_outcome({"unreportable": (
+                        "the notebook did not get this far" if run.outcomes is None
+                        else "its report was malformed")})
+                checks.append(judge(scenario, reference, student_outcome, wrong))
+            rows += [c.row(grade_id) for c in checks]
+            _verdict_outputs(cell, exercise, checks, run)
+        return rows
+
+
+def _lesson_files(root: Path, name: str) -> str | None:
+    """The lesson's own data files (what the released folder holds besides the notebook)."""
+    folder = root / "notebooks" / name
+    if not folder.is_dir():
         return None
-    key = hashlib.sha256(json.dumps([[s for _, s in prologue], timeout, memory_limit,
-                                     max_lines, threads]).encode()).hexdigest()
-    zygote = _ZYGOTES.get(key)
-    built = zygote is None
-    if built:
-        # Notebooks come lesson by lesson: another lesson's zygote will not be needed again.
-        for other in [k for k, z in _ZYGOTES.items() if z.group != group]:
-            _ZYGOTES.pop(other).close()
-        while len(_ZYGOTES) >= MAX_ZYGOTES:
-            _ZYGOTES.popitem(last=False)[1].close()
-        zygote = _Zygote([s for _, s in prologue], timeout=timeout, memory_limit=memory_limit,
-                         max_lines=max_lines, threads=threads)
-        zygote.group = group
-        if not zygote.ok:
-            return None  # the prologue timed out, died or wrote files: run it all in one child
-        _ZYGOTES[key] = zygote
-    _ZYGOTES.move_to_end(key)
-    run = zygote.run(rest, cwd)
-    if run is None or not zygote.ok:  # a zygote that went wrong is not used again
-        _ZYGOTES.pop(key, None)
-    if run is None:
-        return None
-    for position, (index, _) in enumerate(prologue):
-        run.executed[index] = zygote.prologue.executed[position]
-    if built:
-        run.cell_seconds += zygote.prologue.cell_seconds
-        run.seconds += zygote.prologue.seconds
-    else:
-        run.shared_seconds = zygote.prologue.cell_seconds
-    return run
+    extra = [p for p in folder.iterdir() if p.name != f"{name}.ipynb"
+             and not p.name.startswith(".") and not p.is_symlink()]
+    return str(folder) if extra else None
 
 
-def execute_notebook(nb: NotebookNode, cwd: str, *, timeout: float, memory_limit: int,
-                     max_lines: int = 1000, threads: int = 0, share_prologue: bool = False,
-                     group: str = "") -> Run:
-    """Run the code cells of `nb` in a forked child and store their outputs in `nb`.
-
-    With `share_prologue` the cells before the first exercise run once in a zygote process
-    for all the notebooks that have exactly the same ones (a lesson's worked examples), and
-    each notebook's child is forked from it; only with one thread per notebook (a process
-    that used an OpenMP thread pool cannot safely fork)."""
-    cells = [(i, cell.source) for i, cell in enumerate(nb.cells)
-             if cell.cell_type == "code" and cell.source.strip()]
-    for cell in nb.cells:  # what nbclient does before running a cell
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-    run = None
-    if share_prologue and threads == 1:
-        run = _run_shared(cells, nb, cwd, timeout=timeout, memory_limit=memory_limit,
-                          max_lines=max_lines, threads=threads, group=group)
-    if run is None:
-        run = run_cells(cells, cwd, timeout=timeout, memory_limit=memory_limit,
-                        max_lines=max_lines, threads=threads)
-    stopped = False
-    for index, _ in cells:
-        cell = nb.cells[index]
-        done = run.executed.get(index)
-        if done is not None:
-            cell.outputs = [from_dict(o) for o in done["outputs"]]
-            cell.execution_count = done["execution_count"]
-            continue
-        if not stopped and run.cell == index and run.outcome == "timeout":
-            cell.outputs = [from_dict(timeout_output(timeout))]
-        elif not stopped and run.cell == index and run.outcome == "died":
-            cell.outputs = [from_dict(error_output(
-                DEAD_ENAME, "the process running the notebook ended",
-                "The process running this notebook ended while this cell ran: "
-                + run.detail.splitlines()[0] + "."))]
-        else:
-            cell.outputs = [from_dict(_not_run_output(run))]
-        stopped = True
-    return run
+def _verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run: Run) -> None:
+    """Replace a test cell's outputs with the trusted verdict on its exercise."""
+    number = exercise.rsplit("ex", 1)[-1]
+    if not checks:
+        cell.outputs = [from_dict(error_output(
+            CHECK_ENAME, "no trusted checks",
+            f"Exercise {number} has no checks the grader can run; your instructor will "
+            "grade it by hand."))]
+        return
+    passed = [c for c in checks if c.passed]
+    lines = []
+    for check in checks:
+        kind = "visible example" if check.visible else "hidden check"
+        mark = "✓" if check.passed else "✗"
+        lines.append(f"{mark} {kind}: {check.title}")
+        if not check.passed:
+            for problem in check.problems[:4]:
+                lines.append(f"    - {problem}")
+            if check.mistake:
+                lines.append(f"    likely mistake: {check.mistake}")
+    summary = (f"Exercise {number}: {len(passed)} of {len(checks)} checks passed "
+               "(checked by the grader on inputs drawn for you).")
+    stream = {"output_type": "stream", "name": "stdout",
+              "text": summary + "\n" + "\n".join(lines) + "\n"}
+    outputs = [from_dict(stream)]
+    if len(passed) != len(checks):
+        first = next(c for c in checks if not c.passed)
+        message = first.mistake or (first.problems[0] if first.problems else "a check failed")
+        outputs.append(from_dict(error_output(CHECK_ENAME, one_line(message, 300),
+                                              f"Exercise {number} is not right yet: "
+                                              + one_line(message, 300))))
+    cell.outputs = outputs
 
 
 def _not_run_output(run: Run) -> dict:
     why = {"timeout": "an earlier cell ran past the time limit",
            "died": "the process running the notebook ended",
+           "oom": "the notebook ran out of memory",
            "exit": "an earlier cell called exit()"}.get(run.outcome, "the run stopped")
+    if run.budget_spent:
+        why = "the notebook ran past its time budget"
     return error_output(NOT_RUN_ENAME, why, f"This cell was not run: {why}.")
 
 
-LAST_RUN: Run | None = None  # the latest run in this process, for timing reports
+def host_config(memory_limit: int, threads: int, sandbox: bool,
+                preload: list[str] = ()) -> dict:
+    """What the runner host needs: limits, the modules to import once, the folders its
+    notebooks may read (this Python's environment and the course's shared package)."""
+    import coursekit
+    from autograder.runner.sandbox import python_paths
+    readonly = python_paths() + [str(Path(coursekit.__file__).resolve().parent)]
+    course_parent = str(Path(coursekit.__file__).resolve().parent.parent)
+    # The course root itself is on sys.path when the grader runs from it: never expose it.
+    readonly = [p for p in readonly if os.path.realpath(p) != os.path.realpath(course_parent)]
+    return {"memory_limit": memory_limit, "threads": max(1, threads), "sandbox": sandbox,
+            "readonly": readonly, "max_processes": 64,
+            "preload": list(dict.fromkeys(["torch", "numpy", "matplotlib.pyplot", "coursekit",
+                                           "coursekit.checks", "coursekit.scenarios",
+                                           *preload]))}
 
 
-class ForkedExecute(NbGraderPreprocessor):
-    """nbgrader's Execute step, run in a process forked from a warm grading worker."""
-
-    timeout = Integer(60, help="Seconds a cell may run.").tag(config=True)
-    memory_limit = Integer(4 * GiB, help="Address space of the grading process, in bytes "
-                                         "(0: no limit).").tag(config=True)
-    max_lines = Integer(1000, help="Lines of a cell's stream output kept.").tag(config=True)
-    threads = Integer(0, help="Threads for torch and OpenMP in the notebook (0: their "
-                              "default, one per core).").tag(config=True)
-    share_prologue = Bool(True, help="Run the cells before the first exercise once for all "
-                                     "notebooks that have the same ones.").tag(config=True)
-
-    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
-        cwd = resources.get("metadata", {}).get("path") or os.getcwd()
-        run = execute_notebook(nb, cwd, timeout=self.timeout, memory_limit=self.memory_limit,
-                               max_lines=self.max_lines, threads=self.threads,
-                               share_prologue=self.share_prologue,
-                               group=resources.get("nbgrader", {}).get("assignment", ""))
-        global LAST_RUN
-        LAST_RUN = run
-        return nb, resources
+def shutdown() -> None:
+    if ForkedExecute._host is not None:
+        ForkedExecute._host.stop()
+        ForkedExecute._host = None

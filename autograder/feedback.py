@@ -1,20 +1,44 @@
-"""Feedback for students: nbgrader's HTML without hidden tests, and pages for what was not graded.
+"""Feedback for students: nbgrader's HTML without hidden tests, safe to open, and offline.
 
 nbgrader's ClearHiddenTests removes the hidden tests from the cells' source, but the traceback
 of a failing hidden test still shows the lines around the failure, hidden or not.
 `HideTestTracebacks` (run before ClearHiddenTests) reduces every error in a test cell to its
 last line, `ExceptionName: message`, which says what went wrong without the test's code.
+
+`FeedbackHTMLExporter` writes the page (nbgrader's GenerateFeedback uses it through
+nbgrader_config.py, and so does `python -m autograder grade`):
+
+- nothing a student wrote runs as script when anyone opens the page. The HTML of markdown
+  cells and of outputs (text/html, text/markdown, SVG, raw cells) is cleaned by an allow-list
+  (`clean_html`): no `<script>`, no event attributes such as `onerror=`, no `javascript:`
+  links; JavaScript and widget outputs are dropped; output metadata that the templates write
+  into attributes is reduced to numbers and text. Behind that, the page carries a Content
+  Security Policy that lets only its own scripts run (by their hashes), and loads nothing
+  from the network;
+- maths renders offline: when the page has maths, it carries MathJax, from Jupyter's own
+  copy (the jupyter-server-mathjax package), in the page itself; MathJax turns the TeX into
+  MathML, which the browser draws;
+- code has colours: Pygments' CSS, and colours for the ANSI codes of tracebacks.
 """
 
 from __future__ import annotations
 
 from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
 
+import base64
 import contextlib
+import functools
+import hashlib
 import html
+import json
+import logging
 import re
 from pathlib import Path
 
+import bleach
+from bleach.css_sanitizer import CSSSanitizer
+from nbconvert.exporters.html import HTMLExporter, contextfilter
+from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from traitlets import Unicode
 
@@ -50,7 +74,9 @@ class HideTestTracebacks(NbGraderPreprocessor):
 
 
 _PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<title>{title}</title>
 <style>body{{font-family:sans-serif;max-width:46em;margin:3em auto;line-height:1.5}}
 .status{{font-weight:bold}}</style></head>
 <body><h1>{title}</h1>
@@ -115,27 +141,335 @@ class _CachedHighlighter:
 _HIGHLIGHTERS: dict = {}
 
 
+# --------------------------------------------------------------------------------------------
+# Cleaning what a student wrote
+
+# What rendered markdown and notebook outputs may hold: text, tables, lists, code, images.
+_TAGS = frozenset({
+    "a", "abbr", "acronym", "b", "blockquote", "br", "caption", "cite", "code", "col",
+    "colgroup", "dd", "del", "details", "div", "dl", "dt", "em", "figcaption", "figure", "h1",
+    "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p", "pre",
+    "q", "s", "samp", "small", "span", "strike", "strong", "sub", "summary", "sup", "table",
+    "tbody", "td", "tfoot", "th", "thead", "tr", "tt", "u", "ul", "var",
+})
+_COMMON_ATTRIBUTES = {"class", "title", "style", "align", "lang", "dir"}
+_TAG_ATTRIBUTES = {
+    "a": {"href", "rel"},
+    "img": {"src", "alt", "width", "height"},
+    "td": {"colspan", "rowspan", "valign"},
+    "th": {"colspan", "rowspan", "valign", "scope"},
+    "col": {"span"}, "colgroup": {"span"},
+    "table": {"border"},
+    "ol": {"start", "type"},
+    **{f"h{level}": {"id"} for level in range(1, 7)},  # the anchors nbconvert gives headings
+}
+_IMAGE_DATA = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml)[;,]", re.IGNORECASE)
+_NUMBER = re.compile(r"\d{1,5}(\.\d{1,3})?(px|%)?")
+# Elements dropped with their content before cleaning (the allow-list escapes any others).
+_DROPPED = re.compile(r"<(style|script)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def _allowed_attribute(tag: str, name: str, value: str) -> bool:
+    if name in _COMMON_ATTRIBUTES:
+        return True
+    if name not in _TAG_ATTRIBUTES.get(tag, ()):
+        return False
+    if tag == "img" and name == "src":
+        # Pictures embedded in the page; anything else would be fetched (and is refused by the
+        # page's policy anyway).
+        return bool(_IMAGE_DATA.match(value))
+    if tag == "a" and name == "href":
+        return not value.strip().lower().startswith("data:")
+    if name in ("width", "height", "colspan", "rowspan", "span", "start", "border"):
+        return bool(_NUMBER.fullmatch(value.strip()))
+    return True
+
+
+_CLEANER = bleach.sanitizer.Cleaner(
+    tags=_TAGS, attributes=_allowed_attribute,
+    protocols={"http", "https", "mailto", "data"}, strip=False, strip_comments=True,
+    css_sanitizer=CSSSanitizer(),
+)
+
+
+def clean_html(fragment) -> str:
+    """`fragment` with only harmless HTML left: elements outside the allow-list are shown as
+    text (`<script>` and `<style>` are dropped with their content), attributes outside it (every
+    `on...=` handler among them) removed, links only to http(s) and mail, pictures only
+    embedded ones."""
+    text = fragment.decode("utf-8", "replace") if isinstance(fragment, bytes) else str(fragment)
+    return _CLEANER.clean(_DROPPED.sub("", text))
+
+
+# Output types that are programs for the browser, not something to show.
+_SCRIPT_MIMETYPES = ("application/javascript", "text/javascript",
+                     "application/vnd.jupyter.widget-view+json",
+                     "application/vnd.jupyter.widget-state+json")
+
+
+def _clean_output_metadata(metadata) -> dict:
+    """What the templates read from an output's metadata (an image's size, alt text and
+    `unconfined`), as numbers and text; nothing else (file names, `isolated`, ...)."""
+    kept = {}
+    for mimetype, values in (metadata or {}).items():
+        if not isinstance(values, dict) or not mimetype.startswith("image/"):
+            continue
+        entry = {}
+        for key in ("width", "height"):
+            value = values.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                entry[key] = int(value)
+        if isinstance(values.get("alt"), str):
+            entry["alt"] = values["alt"]
+        if values.get("unconfined") is True:
+            entry["unconfined"] = True
+        if entry:
+            kept[mimetype] = entry
+    return kept
+
+
+def clean_notebook(nb: NotebookNode) -> NotebookNode:
+    """Remove from `nb` what the page would run or write unescaped into attributes."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []) or []:
+            if "metadata" in output:
+                output["metadata"] = _clean_output_metadata(output.get("metadata"))
+            data = output.get("data")
+            if isinstance(data, dict):
+                for mimetype in _SCRIPT_MIMETYPES:
+                    data.pop(mimetype, None)
+    return nb
+
+
+class CleanNotebook(Preprocessor):
+    """`clean_notebook` as an nbconvert preprocessor (for the formgrader's HTML exporter)."""
+
+    enabled = True
+
+    def preprocess(self, nb, resources):
+        return clean_notebook(nb), resources
+
+
+def markdown_to_clean_html(source: str) -> str:
+    """Markdown rendered by nbconvert, then cleaned (a filter for the formgrader's pages)."""
+    from nbconvert.filters.markdown import markdown2html_mistune
+
+    return clean_html(markdown2html_mistune(source))
+
+
+# --------------------------------------------------------------------------------------------
+# The page's head: its policy, colours and MathJax
+
+LOG = logging.getLogger("autograder.feedback")
+
+# Colours of code (Pygments' default style) and of the ANSI codes in tracebacks.
+_ANSI_COLOURS = {"black": "#3e424d", "red": "#c33", "green": "#00a250", "yellow": "#a07c00",
+                 "blue": "#208ffb", "magenta": "#d160c4", "cyan": "#60c6c8", "white": "#c5c1b4"}
+
+
+@functools.lru_cache(maxsize=1)
+def page_css() -> str:
+    from pygments.formatters import HtmlFormatter
+
+    css = [HtmlFormatter(style="default").get_style_defs(".highlight")]
+    for name, colour in _ANSI_COLOURS.items():
+        css.append(f".ansi-{name}-fg {{ color: {colour}; }}")
+        css.append(f".ansi-{name}-intense-fg {{ color: {colour}; font-weight: bold; }}")
+        css.append(f".ansi-{name}-bg {{ background-color: {colour}; }}")
+    css.append(".ansi-bold { font-weight: bold; } .ansi-underline { text-decoration: underline; }")
+    css.append("math[display=block] { margin: 0.5em 0; }")
+    return "\n".join(css)
+
+
+# MathJax 2 as Jupyter ships it: MathJax.js, and the parts of its combined configuration
+# TeX-AMS-MML_HTMLorMML-full.js that read TeX and write MathML (the browser draws MathML:
+# no fonts to load). Each part is a line of that file, in the order of its Preloading list.
+_MATHJAX_PARTS = (
+    "[MathJax]/jax/input/TeX/config.js",
+    "[MathJax]/jax/output/NativeMML/config.js",
+    "[MathJax]/extensions/tex2jax.js",
+    "[MathJax]/extensions/MathEvents.js",
+    "[MathJax]/jax/element/mml/jax.js",
+    "[MathJax]/extensions/toMathML.js",
+    "[MathJax]/extensions/TeX/noErrors.js",
+    "[MathJax]/extensions/TeX/noUndefined.js",
+    "[MathJax]/jax/input/TeX/jax.js",
+    "[MathJax]/extensions/TeX/AMSmath.js",
+    "[MathJax]/extensions/TeX/AMSsymbols.js",
+    "[MathJax]/jax/output/NativeMML/jax.js",
+)
+_MATHJAX_COMBINED = "config/TeX-AMS-MML_HTMLorMML-full.js"
+_MATHJAX_CONFIG = {
+    # Nothing starts until the last script says so: by then every part is in the page.
+    "delayStartupUntil": "configured",
+    "root": ".",
+    "jax": ["input/TeX", "output/NativeMML"],
+    "extensions": ["tex2jax.js", "Safe.js"],  # Safe: no javascript: links or styles from TeX
+    "TeX": {"extensions": ["AMSmath.js", "AMSsymbols.js", "noErrors.js", "noUndefined.js"]},
+    "tex2jax": {"inlineMath": [["$", "$"], ["\\(", "\\)"]],
+                "displayMath": [["$$", "$$"], ["\\[", "\\]"]],
+                "processEscapes": True, "processEnvironments": True},
+    "showMathMenu": False, "messageStyle": "none", "menuSettings": {"zoom": "None"},
+}
+
+
+def mathjax_directory() -> Path | None:
+    """The MathJax of the environment (the jupyter-server-mathjax package), or None."""
+    try:
+        import jupyter_server_mathjax
+    except ImportError:
+        return None
+    folder = Path(jupyter_server_mathjax.__file__).parent / "static"
+    return folder if (folder / "MathJax.js").is_file() else None
+
+
+@functools.lru_cache(maxsize=1)
+def mathjax_scripts() -> tuple[str, ...]:
+    """The inline scripts that typeset the page's maths offline; () without MathJax."""
+    folder = mathjax_directory()
+    if folder is None:
+        LOG.warning("MathJax is not installed (the jupyter-server-mathjax package): feedback "
+                    "pages show maths as TeX. Run `make setup` to install it.")
+        return ()
+    combined = (folder / _MATHJAX_COMBINED).read_text(encoding="utf-8")
+    listed = re.findall(r'"([^"]+)"', re.search(r"MathJax\.Ajax\.Preloading\(([^)]*)\)",
+                                                combined).group(1))
+    lines = combined.split("\n")
+    first = lines.index("});", lines.index("MathJax.Hub.Config({")) + 1
+    parts = dict(zip(listed, (line for line in lines[first:] if line.strip())))
+    chosen = []
+    for name in _MATHJAX_PARTS:
+        text = parts.get(name, "")
+        short = name.rsplit("/", 1)[-1]
+        if short.endswith("jax.js") or short == "config.js":
+            short = name.split("/")[-2]  # e.g. TeX, NativeMML, mml
+        if short not in text:
+            raise RuntimeError(f"MathJax's {_MATHJAX_COMBINED} is not laid out as expected "
+                               f"(no {name}); see _MATHJAX_PARTS in autograder/feedback.py")
+        chosen.append(text)
+    safe = (folder / "extensions" / "Safe.js").read_text(encoding="utf-8")
+    preloaded = list(_MATHJAX_PARTS) + ["[MathJax]/extensions/Safe.js"]
+    return (
+        "window.MathJax = " + json.dumps(_MATHJAX_CONFIG) + ";",
+        (folder / "MathJax.js").read_text(encoding="utf-8"),
+        "MathJax.Ajax.Preloading(" + ", ".join(json.dumps(p) for p in preloaded) + ");\n"
+        + "\n".join(chosen) + "\n" + safe,
+        "MathJax.Hub.Configured();",
+    )
+
+
+def _script_hash(script: str) -> str:
+    digest = hashlib.sha256(script.encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
+
+
+def content_security_policy(scripts: tuple[str, ...] = ()) -> str:
+    """The page's policy: its own inline `scripts` may run, nothing else; nothing is loaded
+    from anywhere (pictures and fonts only from the page itself)."""
+    policy = ["default-src 'none'", "style-src 'unsafe-inline'", "img-src data:",
+              "font-src data:", "base-uri 'none'", "form-action 'none'"]
+    if scripts:
+        policy.append("script-src " + " ".join(_script_hash(script) for script in scripts))
+    return "; ".join(policy)
+
+
+@functools.lru_cache(maxsize=2)
+def page_head(with_maths: bool) -> str:
+    """What goes first into the page's <head>: the policy, the colours, MathJax if needed."""
+    scripts = mathjax_scripts() if with_maths else ()
+    parts = [f'<meta http-equiv="Content-Security-Policy" '
+             f'content="{html.escape(content_security_policy(scripts))}">',
+             f"<style>\n{page_css()}\n</style>"]
+    parts += [f"<script>{script}</script>" for script in scripts]
+    return "\n".join(parts) + "\n"
+
+
+# What the TeX-to-maths step looks for, as MathJax is configured above.
+_MATHS = re.compile(r"\$|\\\(|\\\[|\\begin\{")
+# nbconvert's MathJax (from the internet), written by its `mathjax()` macro.
+_ONLINE_MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->",
+                             re.DOTALL)
+_ANY_SCRIPT = re.compile(r"<script\b[^>]*>.*?</script\s*>", re.IGNORECASE | re.DOTALL)
+_HEAD = re.compile(r"<head\b[^>]*>(\s*<meta charset=[^>]*>)?", re.IGNORECASE)
+
+
+def has_maths(nb: NotebookNode) -> bool:
+    """Whether any text that MathJax would typeset holds maths delimiters."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and _MATHS.search(cell.source):
+            return True
+        comment = cell.get("metadata", {}).get("nbgrader", {}).get("comment")
+        if isinstance(comment, str) and _MATHS.search(comment):
+            return True
+        for output in cell.get("outputs", []) or []:
+            data = output.get("data", {}) or {}
+            for mimetype in ("text/markdown", "text/latex", "text/html"):
+                if isinstance(data.get(mimetype), str) and _MATHS.search(data[mimetype]):
+                    return True
+    return False
+
+
+def offline_page(page: str, with_maths: bool) -> str:
+    """`page` (nbgrader's feedback template, rendered) with its head made safe and offline:
+    the policy, colours and MathJax first, and no script from the internet."""
+    page = _ONLINE_MATHJAX.sub("", page, count=1)
+    head = _HEAD.search(page)
+    if head is None:
+        raise ValueError("the feedback page has no <head>: cannot make it safe")
+    before, after = page[:head.end()], page[head.end():]
+    # The template's own head has no script left; student content is in the body.
+    body_at = after.lower().find("<body")
+    head_rest, body = (after[:body_at], after[body_at:]) if body_at >= 0 else (after, "")
+    head_rest = _ANY_SCRIPT.sub("", head_rest)
+    return before + "\n" + page_head(with_maths) + head_rest + body
+
+
+class FeedbackHTMLExporter(HTMLExporter):
+    """nbconvert's HTMLExporter for feedback pages: safe to open, offline, with code colours;
+    it remembers rendered markdown across notebooks (a lesson's text is the same for all)."""
+
+    _markdown: dict = {}
+
+    @contextfilter
+    def markdown2html(self, context, source):
+        cell = context.get("cell", {})
+        if cell.get("attachments"):
+            return clean_html(super().markdown2html(context, source))
+        path = context.get("resources", {}).get("metadata", {}).get("path", "")
+        key = (source, path)
+        found = self._markdown.get(key)
+        if found is None:
+            found = clean_html(super().markdown2html(context, source))
+            if len(self._markdown) < 50_000:
+                self._markdown[key] = found
+        return found
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        # After the configured filters: these two keep a page safe, whatever the config says.
+        self._register_filter(environment, "clean_html", clean_html)
+        self._register_filter(environment, "markdown2html", self.markdown2html)
+        return environment
+
+    def _init_resources(self, resources):
+        resources = super()._init_resources(resources)
+        # Whatever the configuration says: clean outputs' HTML, keep SVG inside <img>.
+        resources["should_sanitize_html"] = True
+        resources["should_not_encode_svg"] = False
+        return resources
+
+    def _preprocess(self, nb, resources):
+        nb, resources = super()._preprocess(nb, resources)
+        return clean_notebook(nb), resources
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        page, resources = super().from_notebook_node(nb, resources, **kw)
+        return offline_page(page, has_maths(nb)), resources
+
+
 def feedback_exporter_class():
-    """HTMLExporter that remembers rendered markdown and highlighted code across notebooks."""
-    from nbconvert.exporters.html import HTMLExporter, contextfilter
-
-    class FeedbackHTMLExporter(HTMLExporter):
-        _markdown: dict = {}
-
-        @contextfilter
-        def markdown2html(self, context, source):
-            cell = context.get("cell", {})
-            if cell.get("attachments"):
-                return super().markdown2html(context, source)
-            path = context.get("resources", {}).get("metadata", {}).get("path", "")
-            key = (source, path)
-            found = self._markdown.get(key)
-            if found is None:
-                found = super().markdown2html(context, source)
-                if len(self._markdown) < 50_000:
-                    self._markdown[key] = found
-            return found
-
+    """The exporter for feedback pages (nbgrader_config.py names it to GenerateFeedback)."""
     return FeedbackHTMLExporter
 
 

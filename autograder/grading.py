@@ -34,12 +34,24 @@ from autograder.nbgrader_inproc import (course_config, coursedir, forget_gradebo
                                         gradebook, install_gradebook_lock, register_lessons,
                                         safe_student_id)
 from autograder.release import COURSE_ROOT, lessons as course_lessons
-from autograder.submissions import Submission, check, cell_ids, collect, pick_newest
+from autograder.submissions import (STATE_FILE, Roster, RosterReport, Submission,
+                                    apply_roster, cell_ids, check, collect, copy_regular_file,
+                                    layout_summary, new_since, one_line, pick_newest,
+                                    read_state, record_students, student_records, write_state)
 
 STATUSES = ("graded", "missing", "invalid", "timeout", "error")
 ENGINES = ("fork", "nbgrader")
 CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "reason"]
 DEFAULT_MEMORY_LIMIT = 4 * GiB
+
+
+UNSAFE_WARNING = ("WARNING: grading WITHOUT the sandbox. Student code runs as you, with your "
+                  "files, your network and your processes in reach, as in plain nbgrader. "
+                  "Do this only for submissions you trust.")
+
+
+class SandboxUnavailable(RuntimeError):
+    """This machine cannot confine notebooks; the message says why and what to do."""
 
 
 def default_jobs() -> int:
@@ -58,6 +70,7 @@ class Report:
     jobs: int = 1
     engine: str = "fork"
     setup_seconds: float = 0.0  # reading and checking the class, before the first notebook
+    intake: "Intake | None" = None  # how SUBMISSIONS was read (layout, roster, selection)
 
     def counts(self) -> Counter:
         return Counter(r.status for r in self.results)
@@ -74,9 +87,45 @@ class Report:
                  "  " + ", ".join(f"{s} {counts[s]}" for s in STATUSES)]
         if self.skipped:
             lines.append(f"  {len(self.skipped)} files skipped (see grading.log)")
+        if self.intake is not None:
+            lines += self.intake.summary_lines()
         lines.append(f"Grades: {self.out / 'grades.csv'}   feedback: {self.out / 'feedback'}   "
                      f"log: {self.out / 'grading.log'}")
+        if (self.out / "report.html").is_file():
+            lines.append(f"Class report: {self.out / 'report.html'}   items: "
+                         f"{self.out / 'items.csv'}")
+        lines.append("Gradebook: `make formgrader` opens nbgrader's formgrader on it.")
         return "\n".join(lines)
+
+
+@dataclass
+class Intake:
+    """How SUBMISSIONS is read: its layout, the roster, which students, everything or only
+    what is new (the course's submitted/), and what came of it."""
+
+    layout: str = "auto"
+    roster: Roster | None = None
+    students: list[str] | None = None
+    regrade_all: bool = False
+    read_as: str = ""  # "Canvas export (12 notebooks)"
+    refused: list[str] = field(default_factory=list)  # files refused: whose is unclear
+    roster_report: RosterReport | None = None
+    selection: str = ""  # what was selected in submitted/, and how to choose otherwise
+    only_new: bool = False
+    found: list[Submission] = field(default_factory=list)
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"  Read as: {self.read_as}"] if self.read_as else []
+        if self.selection:
+            lines.append(f"  {self.selection}")
+        if self.refused:
+            lines.append(f"  {len(self.refused)} notebooks refused: whose they are cannot be "
+                         "told (see grades.csv rows without a student id)")
+        if self.roster_report is not None:
+            lines.append(f"  Roster: {len(self.roster_report.unknown)} ids not on it, "
+                         f"{len(self.roster_report.absent)} of its students submitted nothing "
+                         "(see report.html)")
+        return lines
 
 
 class Progress:
@@ -187,8 +236,10 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
                 jobs: int | None = None, lessons: list[str] | None = None,
                 engine: str = "fork", timeout: int | None = None,
                 memory_limit: int = DEFAULT_MEMORY_LIMIT, progress: bool | None = None,
-                share_prologue: bool = True, echo=print) -> Report:
-    """Grade every submission in `submissions` (a folder or a .zip); see the module's doc."""
+                share_prologue: bool = True, sandbox: bool = True,
+                notebook_timeout: int = 600, echo=print, intake: Intake | None = None) -> Report:
+    """Grade every submission in `submissions` (a folder or a .zip); see the module's doc.
+    `intake`: the layout, roster and selection of students (default: detected, none, all)."""
     started = time.monotonic()
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     root = Path(course_root).resolve()
@@ -217,16 +268,26 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         jobs = 1  # nbgrader's own command, one notebook at a time, as instructors run it
     os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
     warnings.filterwarnings("ignore", module="nbformat")
+    if engine == "fork" and sandbox:
+        from autograder.runner.sandbox import check_available
+        problem = check_available()
+        if problem:
+            raise SandboxUnavailable(problem)
+    elif echo:
+        echo(UNSAFE_WARNING)
 
     with course_lock(root, echo):
         return _grade_class(submissions, out, root, known, jobs, lessons, engine, timeout,
-                            memory_limit, progress, share_prologue, echo, started)
+                            memory_limit, progress, share_prologue, echo, started,
+                            sandbox, notebook_timeout, intake or Intake())
 
 
 def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], jobs: int,
                  lessons: list[str] | None, engine: str, timeout: int | None,
                  memory_limit: int, progress: bool | None, share_prologue: bool, echo,
-                 started: float) -> Report:
+                 started: float, sandbox: bool = True, notebook_timeout: int = 600,
+                 intake: Intake | None = None) -> Report:
+    intake = intake or Intake()
     out.mkdir(parents=True, exist_ok=True)
     _remove(out / "feedback")
     scratch = Path(tempfile.mkdtemp(prefix="autograder-grade-"))
@@ -240,14 +301,15 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
         if _within(submissions, root / "submitted"):
             source = scratch / "class"
             if submissions.is_dir():
-                shutil.copytree(submissions, source)
+                shutil.copytree(submissions, source, symlinks=True)  # links stay links
             else:
                 source.mkdir()
                 source = Path(shutil.copy(submissions, source))
-        found, skipped = collect(source, known, scratch, exclude=out)
+        found, skipped = collect(source, known, scratch, exclude=out, layout=intake.layout)
         if in_place:  # where each file lies in submitted/, for grading it there
             for sub in found:
                 sub.original = submissions / sub.path.relative_to(source)
+        found = _take_in(found, intake, root, in_place, bool(lessons), echo)
         chosen = list(lessons) if lessons else \
             [name for name in known if any(s.lesson == name for s in found)]
         # One worker per core at most, and each notebook gets its share of the cores.
@@ -256,7 +318,8 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
                             timeout=int(timeout or 0), memory_limit=int(memory_limit),
                             lock_path=str(scratch / "gradebook.lock"),
                             threads=max(1, default_jobs() // workers) if engine == "fork" else 0,
-                            share_prologue=share_prologue)
+                            share_prologue=share_prologue, sandbox=sandbox,
+                            notebook_timeout=int(notebook_timeout))
         install_gradebook_lock(settings.lock_path)
         if not timeout:  # the course's limit, from nbgrader_config.py
             settings.timeout = int(course_config(root).Execute.get("timeout", 60) or 60)
@@ -273,9 +336,17 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
 
         results, tasks = _plan(found, chosen, specs, lesson_ids, skipped,
                                root / "submitted" if in_place else None)
+        results = _roster_rows(results, intake, chosen, specs)
+        classmates: dict[str, list[str]] = {}
+        for task in tasks:  # reference runs are made once for all of a lesson's students
+            classmates.setdefault(task["lesson"], []).append(task["student"])
+        for task in tasks:
+            task["classmates"] = classmates[task["lesson"]]
         # Lesson by lesson: a worker then runs a lesson's shared prologue once.
         tasks.sort(key=lambda t: (chosen.index(t["lesson"]), t["student"]))
         _prepare_course(config, root, results, tasks, out, submissions, in_place)
+        named = {r.student_id for r in results if r.student_id} | {t["student"] for t in tasks}
+        record_students(config, student_records(found, intake.roster, named))
 
         prepared = time.monotonic()
         bar = Progress(len(tasks), progress)
@@ -302,12 +373,17 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
         shutil.rmtree(scratch, ignore_errors=True)
 
     order = {name: i for i, name in enumerate(known)}
+    for result in results:  # one line each: nothing can forge a CSV row or a log line
+        result.reason = one_line(result.reason)
     results.sort(key=lambda r: (r.student_id, r.lesson == "", order.get(r.lesson, 1 << 20),
                                 r.lesson, r.reason))
     report = Report(results=results, seconds=time.monotonic() - started, out=out,
                     skipped=skipped, jobs=workers if engine == "fork" else 1, engine=engine,
-                    setup_seconds=prepared - started)
+                    setup_seconds=prepared - started, intake=intake)
     write_grades(out / "grades.csv", results)
+    if in_place:
+        _remember_graded(root, intake, results, chosen)
+    _write_class_report(out, results, chosen, root, intake, skipped)
     _write_log(out / "grading.log", report)
     if echo:
         echo(report.summary())
@@ -385,7 +461,8 @@ def _plan(found: list[Submission], chosen: list[str], specs: dict, lesson_ids: d
                 files = own
             chosen_file, duplicate_note = pick_newest(files)
             notes += [duplicate_note] if duplicate_note else []
-            status, reason, more = check(chosen_file.path, lesson, spec, lesson_ids)
+            status, reason, more = check(chosen_file.path, lesson, spec, lesson_ids,
+                                         chosen_file)
             notes += more
             if status is not None:
                 results.append(Result(student_id=student, lesson=lesson, status=status,
@@ -402,8 +479,9 @@ def _timestamp_file(submission: Submission) -> str | None:
     """nbgrader's timestamp.txt beside a notebook in its layout (<student>/<lesson>/)."""
     folder = submission.path.parent
     stamp = folder / "timestamp.txt"
-    in_lesson_folder = len(Path(submission.shown).parts) > 2
-    return str(stamp) if in_lesson_folder and stamp.is_file() else None
+    in_lesson_folder = submission.layout == "folders" and len(Path(submission.shown).parts) > 2
+    return str(stamp) if in_lesson_folder and stamp.is_file() and not stamp.is_symlink() \
+        else None
 
 
 def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict],
@@ -438,9 +516,9 @@ def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict]
         if in_place or untouchable(target.parent):
             continue  # graded where it is
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(task["path"], target)
+        copy_regular_file(task["path"], target)  # never through a symbolic link
         if task.get("timestamp"):  # nbgrader's submission time, for late penalties
-            shutil.copyfile(task["timestamp"], target.parent / "timestamp.txt")
+            copy_regular_file(task["timestamp"], target.parent / "timestamp.txt")
     with gradebook(config) as gb:
         for student in sorted({r.student_id for r in named} | {t["student"] for t in tasks}):
             gb.update_or_create_student(student)
@@ -460,12 +538,113 @@ def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict]
                          reason=result.reason, score=result.score, max_score=result.max_score)
 
 
+# --------------------------------------------------------------------------------------------
+# Reading the class (layout, roster, what is new in submitted/) and the class report
+
+def _take_in(found: list[Submission], intake: Intake, root: Path, in_place: bool,
+             lessons_named: bool, echo) -> list[Submission]:
+    """The submissions to grade: roster ids given, --students kept, and in the course's
+    submitted/ only what is new since the last run (unless lessons, students or --all say)."""
+    if intake.roster is not None:
+        intake.roster_report = apply_roster(found, intake.roster)
+    if intake.students:
+        wanted = set(intake.students)
+        absent = sorted(wanted - {s.student for s in found})
+        found = [s for s in found if s.student in wanted]
+        if absent and echo:
+            echo(f"No notebook of {', '.join(absent)} in SUBMISSIONS.")
+    intake.refused = [s.shown for s in found if s.refused]
+    intake.read_as = layout_summary(found)
+    if not in_place:
+        return found
+    state = read_state(root / "autograded" / STATE_FILE)
+    held = _gradebook_submissions(root)
+    new, unchanged = new_since(found, state, lambda student, lesson: (student, lesson) in held)
+    if lessons_named or intake.students or intake.regrade_all:
+        intake.found = found
+        return found
+    intake.only_new, intake.found = True, new
+    students = len({s.student for s in new if s.student})
+    narrow = ("To grade them again: --all; to grade some: --lessons LESSON ... or "
+              "--students ID ...")
+    if new:
+        intake.selection = (f"submitted/: {len(new)} notebook{'s' if len(new) != 1 else ''} "
+                            f"of {students} student{'s' if students != 1 else ''} new or changed "
+                            f"since the last run are graded; {len(unchanged)} unchanged keep "
+                            f"their grades. {narrow}")
+    else:
+        intake.selection = (f"submitted/: nothing new since the last run; {len(unchanged)} "
+                            f"unchanged notebooks keep their grades. {narrow}")
+    if echo:
+        echo(intake.selection)
+    return new
+
+
+def _gradebook_submissions(root: Path) -> set[tuple[str, str]]:
+    """(student, lesson) of every submission in the course's gradebook."""
+    from nbgrader.api import SubmittedAssignment
+
+    if not (root / "gradebook.db").is_file():
+        return set()
+    with gradebook(course_config(root)) as gb:
+        return {(s.student.id, s.assignment.name) for s in gb.db.query(SubmittedAssignment)}
+
+
+def _remember_graded(root: Path, intake: Intake, results: list[Result],
+                     chosen: list[str]) -> None:
+    """Record what this run graded in submitted/ (content digests), for the next run."""
+    status = {(r.student_id, r.lesson): r.status for r in results}
+    state = read_state(root / "autograded" / STATE_FILE)
+    for sub in intake.found:
+        if sub.digest and (sub.lesson in chosen or sub.lesson is None or sub.problem):
+            kept = status.get((sub.student, sub.lesson)) in ("graded", "timeout", "error")
+            state[sub.shown] = {"digest": sub.digest, "graded": kept}
+    write_state(root / "autograded" / STATE_FILE, state)
+
+
+def _roster_rows(results: list[Result], intake: Intake, chosen: list[str],
+                 specs: dict) -> list[Result]:
+    """A `missing` row per lesson for each roster student with nothing in SUBMISSIONS; none
+    at all when grading only what is new in submitted/ (a lesson not there is no news)."""
+    if intake.only_new:
+        return [r for r in results if r.status != "missing"]
+    if intake.roster_report is None:
+        return results
+    have = {r.student_id for r in results if r.student_id}
+    for entry in intake.roster_report.absent:
+        if entry.id in have or (intake.students and entry.id not in intake.students):
+            continue
+        for lesson in chosen:
+            results.append(Result(student_id=entry.id, lesson=lesson, status="missing",
+                                  max_score=specs[lesson].max_score,
+                                  reason="No notebook for this lesson in this batch (a student "
+                                         "on the roster who submitted nothing)."))
+    return results
+
+
+def _write_class_report(out: Path, results: list[Result], chosen: list[str], root: Path,
+                        intake: Intake, skipped: list[str]) -> None:
+    """OUT/report.html and OUT/items.csv (a failure there is logged, never fatal)."""
+    from autograder.report import checks_of, gradebook_cell_grades, write_report
+
+    try:
+        with_checks = {r.lesson for r in results if checks_of(r)}
+        cells = gradebook_cell_grades(course_config(root),
+                                      [r for r in results if r.lesson not in with_checks])
+        note = f"Read as: {intake.read_as}." if intake.read_as else ""
+        write_report(out, results, lessons=chosen, cell_grades=cells,
+                     roster=intake.roster_report, note=note)
+    except Exception as err:  # noqa: BLE001 (grades and feedback are written already)
+        skipped.append(one_line(f"report.html: not written ({type(err).__name__}: {err})"))
+
+
 def write_grades(path: Path, results: list[Result]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_HEADER)
         writer.writeheader()
         for result in results:
-            row = result.row()
+            row = {key: one_line(value) if isinstance(value, str) else value
+                   for key, value in result.row().items()}
             row["score"] = f"{row['score']:g}"
             row["max_score"] = f"{row['max_score']:g}"
             writer.writerow(row)
@@ -476,16 +655,17 @@ def _write_log(path: Path, report: Report) -> None:
              f"Set-up (reading, checking and importing the class) took "
              f"{report.setup_seconds:.1f} s of {report.seconds:.1f} s.", ""]
     if report.skipped:
-        lines += ["Skipped files:", *[f"  {item}" for item in report.skipped], ""]
+        lines += ["Skipped files:", *[f"  {one_line(item)}" for item in report.skipped], ""]
     for result in report.results:
-        lines.append(f"== {result.student_id or '?'} / {result.lesson or '?'}: {result.status}, "
+        lines.append(f"== {one_line(result.student_id) or '?'} / {result.lesson or '?'}: "
+                     f"{result.status}, "
                      f"{result.score:g}/{result.max_score:g}, {result.seconds:.2f} s "
                      f"(cells {result.run_seconds:.2f} s, shared {result.shared_seconds:.2f} s)")
         if result.reason:
-            lines.append(f"   {result.reason}")
+            lines.append(f"   {one_line(result.reason)}")
         for line in result.log.splitlines():
             if "not recognized by" in line:  # traitlets noise about shared config sections
                 continue
             if line.startswith(("WARNING", "ERROR")) or not line[:1].isupper():
-                lines.append(f"   {line}")
+                lines.append(f"   {one_line(line)}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -40,7 +40,6 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
     os.dup2(devnull, 1)
     try:
         from autograder import executor
-        executor.prepare_worker(preload)
         from autograder.autograde import grade_submission, grading_config
         from autograder.nbgrader_inproc import install_gradebook_lock, warm_feedback
 
@@ -49,6 +48,9 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
             tempfile.tempdir = os.path.dirname(settings.lock_path)
         install_gradebook_lock(settings.lock_path)
         config = grading_config(settings)
+        if settings.engine == "fork":  # the runner host warms up while the class is read
+            executor.ForkedExecute.preload = list(preload)
+            executor.ForkedExecute(config=config).host()
         try:
             warm_feedback(config)
         except Exception:  # noqa: BLE001 (only a warm-up: the first notebook pays instead)
@@ -65,6 +67,8 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
         if task is None:
             return
         try:
+            if task.get("classmates"):
+                executor.ForkedExecute.set_class({task["lesson"]: task["classmates"]})
             result = grade_submission(settings, config, task["student"], task["lesson"],
                                       task.get("notes"))
         except BaseException:  # noqa: BLE001 (grade_submission should not raise; be safe)

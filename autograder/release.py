@@ -1,8 +1,22 @@
-"""Generate the student notebooks in notebooks/ from the instructor notebooks in solutions/."""
+"""Generate the student notebooks in notebooks/ from the instructor notebooks in solutions/.
+
+nbgrader's generate_assignment makes each student notebook; `finish_lesson` then gives it what
+a student needs to find their way, the same way for every lesson:
+- a navigation cell at the top (start page, previous and next lesson, how to run the notebook
+  and start afresh) and one at the bottom (next lesson);
+- the `raises-exception` tag on every test cell (and on an answer cell whose stub runs at top
+  level), so that JupyterLab's Run All goes on past an unanswered exercise. nbgrader executes
+  with errors allowed anyway: a failing test cell keeps its error output and scores 0;
+- the points of each exercise in its heading ("### Exercise 2 — ... (3 points)"), from its test
+  cell, unless the heading already names them.
+Nothing in a graded or answer cell's source changes, so nbgrader's checksums stay valid.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -10,6 +24,29 @@ import tempfile
 from pathlib import Path
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent
+START_PAGE = "START-HERE.md"
+RUN_ON = "raises-exception"
+NAV_TAG = "course-navigation"
+_TITLE = re.compile(r"^#\s+Lesson\s+(\d+)\s*[—–-]\s*(.+?)\s*$", re.M)
+_HEADING = re.compile(r"^(#{2,4})\s*Exercise\s+(\d+)\b(.*)$", re.M)
+_EXERCISE_ID = re.compile(r"^\d+-ex(\d+)-(answer|test)$")
+_TOP_LEVEL_STUB = re.compile(r"^raise NotImplementedError\(\)", re.M)
+
+# Where a student's release folder points them: their own copies, opened by `make lab`.
+RELEASE_START_PAGE = """# PyTorch autograd and hooks
+
+These are the released lessons, the course's reference copies. Do not work in them: in the
+course folder, run
+
+    make lab
+
+which copies each lesson into `work/` (your own copies, ignored by git) and opens the start page
+with the lessons in order and your progress in each.
+"""
+
+
+class ReleaseError(Exception):
+    """A solution notebook that the release cannot turn into a student notebook."""
 
 
 def lessons(root: Path = COURSE_ROOT) -> list[str]:
@@ -48,4 +85,145 @@ def release(release_dir: Path | None = None, names: list[str] | None = None,
             )
     for leftover in release_dir.glob("*/.ipynb_checkpoints"):
         shutil.rmtree(leftover)
+    order = lessons(root)
+    titles = {lesson: lesson_title(json.loads(
+        (root / "solutions" / lesson / f"{lesson}.ipynb").read_text(encoding="utf-8")), lesson)
+        for lesson in order}
+    for name in names or order:
+        finish_lesson(release_dir / name / f"{name}.ipynb", name, order, titles)
+    (release_dir / START_PAGE).write_text(RELEASE_START_PAGE, encoding="utf-8")
     return release_dir
+
+
+# --- after nbgrader: what every student notebook gets ---------------------------------------
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _nbgrader(cell: dict) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def lesson_title(notebook: dict, name: str) -> tuple[str, str]:
+    """(number, title) from the lesson's "# Lesson 01 — Title" heading."""
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            match = _TITLE.search(_source(cell))
+            if match:
+                return match[1].zfill(2), match[2]
+    raise ReleaseError(f"{name}: no heading '# Lesson NN — Title' in a markdown cell; the "
+                       "navigation between lessons needs it.")
+
+
+def _link(name: str) -> str:
+    return f"../{name}/{name}.ipynb"
+
+
+def navigation_cells(name: str, order: list[str], titles: dict[str, tuple[str, str]]
+                     ) -> tuple[dict, dict]:
+    """The markdown cells for the top and the bottom of lesson `name`."""
+    index = order.index(name)
+    previous = order[index - 1] if index > 0 else None
+    following = order[index + 1] if index + 1 < len(order) else None
+
+    def label(lesson: str) -> str:
+        number, title = titles[lesson]
+        return f"Lesson {number}: {title}"
+
+    top = [f"[⌂ Start page](../{START_PAGE})"]
+    if previous:
+        top.append(f"[← {label(previous)}]({_link(previous)})")
+    if following:
+        top.append(f"[{label(following)} →]({_link(following)})")
+    top_text = (" &nbsp;·&nbsp; ".join(top) + "\n\n"
+                "> **How to run this notebook.** Run the cells in order from the top: "
+                "**Shift+Enter** runs one, **Run ▸ Run All Cells** runs them all (an exercise "
+                "you have not answered yet says so, and the run goes on). Write each answer "
+                "where it says `# YOUR CODE HERE`, run that cell, then the test cell under it. "
+                "If results stop making sense, start afresh with **Kernel ▸ Restart Kernel "
+                "and Run All Cells**. **Validate** (in the toolbar) runs the whole notebook in a "
+                "fresh kernel and sums up which exercises pass.")
+    if following:
+        bottom_text = (f"---\n\n**Next:** [{label(following)} →]({_link(following)})"
+                       f" &nbsp;·&nbsp; [⌂ Start page](../{START_PAGE})")
+    else:
+        bottom_text = (f"---\n\nThis is the last lesson of the course. "
+                       f"[⌂ Back to the start page](../{START_PAGE})")
+    if previous:
+        bottom_text += f" &nbsp;·&nbsp; [← {label(previous)}]({_link(previous)})"
+
+    def cell(cell_id: str, text: str) -> dict:
+        return {"cell_type": "markdown", "id": cell_id,
+                "metadata": {"editable": False, "deletable": False, "tags": [NAV_TAG]},
+                "source": text}
+
+    return cell("course-navigation-top", top_text), cell("course-navigation-bottom", bottom_text)
+
+
+def _add_tag(cell: dict, tag: str) -> None:
+    tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+    if tag not in tags:
+        tags.append(tag)
+
+
+def _points_text(points: float) -> str:
+    return f"{points:g} point" + ("" if points == 1 else "s")
+
+
+def _heading_with_points(cells: list, answer_index: int, number: int, points: float,
+                         where: str) -> None:
+    """Add "(N points)" to the "### Exercise N" heading above the answer cell at
+    `answer_index`, searching back to the previous exercise's cells."""
+    for index in range(answer_index - 1, -1, -1):
+        cell = cells[index]
+        if cell["cell_type"] == "code" and _nbgrader(cell):
+            break
+        if cell["cell_type"] != "markdown":
+            continue
+        source = _source(cell)
+        headings = list(_HEADING.finditer(source))
+        if not headings:
+            continue
+        heading = headings[-1]
+        if int(heading[2]) != number:
+            raise ReleaseError(f"{where}: the heading above it says 'Exercise {heading[2]}', its "
+                               f"grade id says exercise {number}; make them agree.")
+        if "point" in heading[3].lower():
+            return
+        line = heading[0].rstrip()
+        cell["source"] = (source[:heading.start()] + f"{line} ({_points_text(points)})"
+                          + source[heading.start() + len(heading[0]):])
+        return
+    raise ReleaseError(f"{where}: no markdown heading '### Exercise {number} — ...' above the "
+                       "answer cell.")
+
+
+def finish_lesson(path: Path, name: str, order: list[str],
+                  titles: dict[str, tuple[str, str]]) -> None:
+    """Post-process the student notebook at `path` (see the module's docstring)."""
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    cells = [c for c in notebook.cells if NAV_TAG not in c.get("metadata", {}).get("tags", [])]
+    answers: dict[str, int] = {}
+    for index, cell in enumerate(cells):
+        meta = _nbgrader(cell)
+        if cell.cell_type != "code" or not meta:
+            continue
+        grade_id = meta.get("grade_id", "")
+        if meta.get("solution"):
+            answers[grade_id] = index
+            if _TOP_LEVEL_STUB.search(cell.source):
+                _add_tag(cell, RUN_ON)
+        if meta.get("grade"):
+            _add_tag(cell, RUN_ON)
+            match = _EXERCISE_ID.match(grade_id)
+            answer_id = grade_id[:-len("-test")] + "-answer" if match else None
+            if answer_id in answers:
+                _heading_with_points(cells, answers[answer_id], int(match[1]),
+                                     float(meta.get("points", 0)), f"{name}: {answer_id}")
+    top, bottom = navigation_cells(name, order, titles)
+    notebook.cells = [nbformat.from_dict(top), *cells, nbformat.from_dict(bottom)]
+    nbformat.write(notebook, path)

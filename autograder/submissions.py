@@ -1,30 +1,58 @@
-"""Finding the submissions in a folder or zip, telling their lessons, and checking each file.
+"""Finding the submissions in a folder or zip, telling whose they are and their lessons, and
+checking each file.
 
-A class arrives as `<student_id>/<lesson>.ipynb` or nbgrader's
-`<student_id>/<lesson>/<lesson>.ipynb`, from a folder or a zip (possibly wrapped in one more
-top-level folder). The lesson comes from the file name, tolerating what browsers, Jupyter and
-learning systems do to names (`01_x (1).ipynb`, `01_x-Copy1.ipynb`, `jdoe_1234_01_x-2.ipynb`,
-`01 X.ipynb`); a name that matches no lesson, or more than one, is reported, never guessed.
-The submissions themselves are only read.
+A class arrives as a folder or a zip (possibly wrapped in one more top-level folder) in one of
+these layouts (`LAYOUTS`; "auto" tells them apart entry by entry):
+
+- folders: `<student_id>/<lesson>.ipynb` or nbgrader's `<student_id>/<lesson>/<lesson>.ipynb`;
+  the folder name is the student id, as it is (nbgrader's own ids);
+- canvas: Canvas's "Download Submissions", flat:
+  `<name>[_LATE]_<userid>_<submissionid>_<file>` (a re-upload: `<file>-1.ipynb`);
+- moodle: Moodle's "Download all submissions" in folders,
+  `<Full Name>_<participantid>_assignsubmission_file_/<file>` (or the same prefix on flat files);
+- blackboard: `<Assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>`, with the
+  attempt's receipt `<Assignment>_<username>_attempt_<date>.txt` beside it.
+
+From an LMS's names a clean student id is derived (`clean_id`: lowercase, only a-z 0-9 _ . -):
+Canvas `<name>_<userid>` (`smithjohn_12345`), Moodle the full name (`john_smith`; two students
+of the same name in one export get `_<participantid>`), Blackboard the username. Two different
+students never share an id: a folder holding several students' notebooks, or two origins
+giving the same id, is refused (`Submission.refused`), named in the reason, never merged.
+
+The lesson comes from the file name, tolerating what browsers, Jupyter and learning systems do
+to names (`01_x (1).ipynb`, `01_x-Copy1.ipynb`, `01_x-2.ipynb`, `01 X.ipynb`); a name that
+matches no lesson, or more than one, is reported, never guessed. The submissions are only
+read; a symbolic link in them is never followed, and every reason is one line of text.
 """
 
 from __future__ import annotations
 
 from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
 
+import csv
+import errno
+import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 import time
 import unicodedata
 import zipfile
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 MAX_NOTEBOOK_BYTES = 100 * 1024 * 1024
+MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024  # all of a zip's members together, extracted
+MAX_ARCHIVE_MEMBERS = 50_000
+MAX_CELLS = 2000  # the course's lessons have 37 to 74 cells
+MAX_DEPTH = 100  # nesting of a notebook's JSON (about 6 in a lesson notebook)
+MAX_REASON = 2000
+LAYOUTS = ("auto", "folders", "canvas", "moodle", "blackboard")
 _SKIPPED_PARTS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__"}
 
 
@@ -33,11 +61,17 @@ class Submission:
     student: str
     lesson: str | None
     path: Path  # the file to read (inside the extracted copy for a zip)
-    shown: str  # the path as the instructor knows it, relative to SUBMISSIONS
+    shown: str  # the path as the instructor knows it, relative to SUBMISSIONS (printable)
     mtime: float
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # added to the reason of its row
     problem: str = ""  # why it cannot be attributed to a student and lesson (not guessed)
     original: Path | None = None  # where it lies in SUBMISSIONS, when read from a copy
+    layout: str = "folders"  # folders | canvas | moodle | blackboard
+    key: str = ""  # the LMS's own key: Canvas user id, Moodle participant id, username, folder
+    name: str = ""  # the student's name as the LMS wrote it, when it did
+    order: int = 0  # the LMS's order of submissions (Canvas's file id, Blackboard's attempt)
+    refused: bool = False  # refused: whose it is cannot be told (several students, one id)
+    digest: str = ""  # of its content (and nbgrader's timestamp.txt), for "new since last run"
 
 
 @dataclass
@@ -52,7 +86,27 @@ class LessonSpec:
 
 
 # --------------------------------------------------------------------------------------------
-# Names
+# Text that goes into grades.csv, logs and pages: one line, nothing that acts on a terminal
+
+# C0 and C1 controls, DEL, line and paragraph separators, zero-width and bidirectional marks.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def one_line(text: object, limit: int = MAX_REASON) -> str:
+    """`text` as one line: control characters (newlines, escapes, bidirectional marks) become
+    spaces, runs of spaces one, and at most `limit` characters."""
+    text = _CONTROL.sub(" ", str(text))
+    text = re.sub(r" {2,}", " ", text).strip()
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def printable(name: str) -> str:
+    """A file name as it can be shown: each control character written as an escape (\\n)."""
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), name)
+
+
+# --------------------------------------------------------------------------------------------
+# Names: lessons
 
 def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower()
@@ -80,30 +134,214 @@ def recognise_lesson(name: str, lessons: list[str]) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
+# Names: students
+
+def clean_id(text: str) -> str:
+    """The clean form of a name for a student id: accents dropped, lowercase, every run of
+    characters other than a-z 0-9 . - written as one `_`, no `_ . -` at the ends."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    text = re.sub(r"[^a-z0-9.\-]+", "_", text)
+    return text.strip("_.-")
+
+
+def usable_folder_id(name: str) -> bool:
+    """Whether a folder name can be a student id as it is (nbgrader's ids are folder names)."""
+    return bool(name) and name == name.strip() and not name.startswith(".") \
+        and re.search(r"[*?\[\]/\\]", name) is None and _CONTROL.search(name) is None
+
+
+@dataclass
+class Identity:
+    layout: str
+    key: str  # the LMS's key for the student
+    student: str  # the clean id derived from it
+    file: str  # the file name as the student uploaded it (for the lesson)
+    name: str = ""
+    order: int = 0
+    notes: list[str] = field(default_factory=list)
+    assignment: str = ""  # Blackboard's assignment name (a lesson when the file has none)
+
+
+_CANVAS = re.compile(r"^(?P<name>[^_]+)(?P<late>_LATE)?_(?P<user>\d+)_(?P<file_id>\d+)_"
+                     r"(?P<file>.+)$", re.IGNORECASE)
+_MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_(?P<plugin>assignsubmission_[a-z]+|"
+                            r"onlinetext|file)_?$")
+_MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$")
+_BLACKBOARD = re.compile(r"^(?P<prefix>.+)_attempt_(?P<date>\d{4}(?:-\d{2}){5})"
+                         r"(?:_(?P<file>.+)|(?P<receipt>\.txt)|\.ipynb)?$", re.IGNORECASE)
+
+
+def parse_canvas(filename: str) -> Identity | None:
+    match = _CANVAS.match(filename)
+    if not match:
+        return None
+    user = match["user"]
+    student = f"{clean_id(match['name']) or 'canvas'}_{user}"
+    notes = ["Canvas marked this submission late (LATE in its file name)."] \
+        if match["late"] else []
+    return Identity("canvas", user, student, match["file"], name=match["name"],
+                    order=int(match["file_id"]), notes=notes)
+
+
+def parse_moodle(folder: str) -> Identity | None:
+    """A Moodle submission folder `<Full Name>_<participant id>_assignsubmission_file_`."""
+    match = _MOODLE_FOLDER.match(folder)
+    if not match:
+        return None
+    return _moodle_identity(match["name"], match["id"], "")
+
+
+def parse_moodle_file(filename: str) -> Identity | None:
+    match = _MOODLE_FILE.match(filename)
+    if not match:
+        return None
+    return _moodle_identity(match["name"], match["id"], match["file"])
+
+
+def _moodle_identity(name: str, participant: str, file: str) -> Identity:
+    # The participant id is Moodle's per assignment (assign_user_mapping): the same student
+    # has another in the next lesson's export, so the id is the full name. Blind marking
+    # writes "Participant" for every name: then the number is all there is.
+    student = clean_id(name)
+    if not student or student == "participant":
+        student = f"participant_{participant}"
+    return Identity("moodle", participant, student, file, name=name.strip())
+
+
+def parse_blackboard(filename: str, receipts: dict[str, tuple[str, str]] | None = None
+                     ) -> Identity | None:
+    """`<Assignment>_<username>_attempt_<date>_<file>`; the attempt's receipt, when there,
+    says where the username starts (an assignment name may hold `_`, a username too)."""
+    match = _BLACKBOARD.match(filename)
+    if not match or match["receipt"]:
+        return None
+    prefix, date = match["prefix"], match["date"]
+    username, name = (receipts or {}).get(f"{prefix}_attempt_{date}", ("", ""))
+    if not username or not prefix.endswith("_" + username):
+        if "_" not in prefix:
+            return None
+        username = prefix.rsplit("_", 1)[1]
+    assignment = prefix[: -len(username) - 1]
+    student = clean_id(username)
+    if not student:
+        return None
+    file = match["file"] or ""
+    return Identity("blackboard", username, student, file, name=name,
+                    order=int(date.replace("-", "")), assignment=assignment)
+
+
+def _blackboard_receipt(path: Path) -> tuple[str, str] | None:
+    """(username, full name) from an attempt's receipt: `Name: First Last (username)`."""
+    try:
+        raw = _read_regular(path, 1 << 20)
+    except (OSError, ValueError):
+        return None
+    for line in raw.decode("utf-8", errors="replace").splitlines()[:20]:
+        match = re.match(r"\s*Name:\s*(?P<name>.*?)\s*\((?P<user>[^()\s]+)\)\s*$", line)
+        if match:
+            return match["user"], one_line(match["name"], 128)
+    return None
+
+
+def parse_lms_file(filename: str, receipts=None) -> Identity | None:
+    """The identity in a flat LMS file name (Canvas, Blackboard, Moodle's flat form)."""
+    return (parse_canvas(filename) or parse_blackboard(filename, receipts)
+            or parse_moodle_file(filename))
+
+
+# --------------------------------------------------------------------------------------------
+# Reading files without following links
+
+def _open_regular(path: Path) -> int:
+    """A descriptor of `path` if it is a regular file, never through a symbolic link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ValueError("it is a symbolic link, which is never followed") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError("it is not a regular file")
+    return fd
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    fd = _open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size > limit:
+            raise ValueError(f"it is larger than {limit >> 20} MB")
+        return handle.read(limit + 1)
+
+
+def copy_regular_file(source: Path, target: Path) -> None:
+    """Copy `source` to `target` if it is a regular file (never through a symbolic link)."""
+    fd = _open_regular(Path(source))
+    with os.fdopen(fd, "rb") as src, open(target, "wb") as dest:
+        shutil.copyfileobj(src, dest)
+
+
+def _lmtime(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return 0.0
+
+
+# --------------------------------------------------------------------------------------------
 # Collecting
 
 def _extract(archive: Path, into: Path) -> list[str]:
-    """Extract `archive` safely into `into` (no paths outside it, no oversized members)."""
+    """Extract `archive` safely into `into`: no paths outside it, no links, no oversized
+    members; a member that cannot be read is skipped and said so."""
     problems = []
-    with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
+    total = 0
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError) as err:
+        raise ValueError(f"{archive} cannot be read as a zip archive ({one_line(err, 200)})")
+    with zf:
+        members = zf.infolist()
+        if len(members) > MAX_ARCHIVE_MEMBERS:
+            raise ValueError(f"{archive} holds {len(members)} files, more than the "
+                             f"{MAX_ARCHIVE_MEMBERS} a class can have")
+        for info in members:
+            shown = printable(info.filename)
             name = info.filename.replace("\\", "/")
             parts = [p for p in name.split("/") if p not in ("", ".")]
             if info.is_dir() or not parts:
                 continue
-            if ".." in parts or name.startswith("/"):
-                problems.append(f"{info.filename}: skipped (a path outside the archive)")
+            if ".." in parts or name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+                problems.append(f"{shown}: skipped (a path outside the archive)")
+                continue
+            if stat.S_ISLNK(info.external_attr >> 16):
+                problems.append(f"{shown}: skipped (a symbolic link in the archive, not "
+                                "followed)")
                 continue
             if info.file_size > MAX_NOTEBOOK_BYTES:
-                problems.append(f"{info.filename}: skipped (larger than "
+                problems.append(f"{shown}: skipped (larger than "
                                 f"{MAX_NOTEBOOK_BYTES >> 20} MB)")
                 continue
+            total += info.file_size
+            if total > MAX_ARCHIVE_BYTES:
+                problems.append(f"{shown} and the files after it: skipped (the archive "
+                                f"holds more than {MAX_ARCHIVE_BYTES >> 30} GB)")
+                break
             target = into.joinpath(*parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as source, open(target, "wb") as dest:
-                shutil.copyfileobj(source, dest)
-            stamp = time.mktime(info.date_time + (0, 0, -1))
-            os.utime(target, (stamp, stamp))
+            try:
+                if target.is_symlink() or (target.exists() and not target.is_file()):
+                    raise ValueError("another member of the archive is already there")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as source, open(target, "wb") as dest:
+                    shutil.copyfileobj(source, dest)
+                stamp = time.mktime(info.date_time + (0, 0, -1))
+                os.utime(target, (stamp, stamp))
+            except Exception as err:  # noqa: BLE001 (a bad member is skipped, not fatal)
+                problems.append(f"{shown}: skipped (cannot be extracted: "
+                                f"{one_line(err, 200) or type(err).__name__})")
+                if target.is_file() and not target.is_symlink():
+                    target.unlink()  # no half-written file is graded
     return problems
 
 
@@ -111,28 +349,45 @@ def _visible(path: Path) -> bool:
     return not path.name.startswith(".") and path.name not in _SKIPPED_PARTS
 
 
-def _find_root(root: Path, lessons: list[str]) -> Path:
-    """Step into a single wrapping folder (`export/alice/...`), but not into a student's."""
+def _lms_flat(paths: list[Path]) -> bool:
+    return bool(paths) and all(parse_lms_file(p.name) for p in paths)
+
+
+def _find_root(root: Path, lessons: list[str], layout: str = "auto") -> Path:
+    """Step into a single wrapping folder (`export/alice/...`, or a folder holding a flat LMS
+    export), but not into a student's."""
     for _ in range(3):
         # Stray files beside the wrapper (index.html, a manifest) do not count.
         entries = [p for p in root.iterdir()
-                   if _visible(p) and (p.is_dir() or p.suffix.lower() == ".ipynb")]
+                   if _visible(p) and not p.is_symlink()
+                   and (p.is_dir() or p.suffix.lower() == ".ipynb")]
         if len(entries) != 1 or not entries[0].is_dir():
             return root
-        inner = [p for p in entries[0].iterdir() if _visible(p)]
-        if any(p.is_file() and p.suffix.lower() == ".ipynb" for p in inner):
-            return root  # a student's folder with notebooks in it
-        if any(p.is_dir() and recognise_lesson(p.name, lessons) for p in inner):
+        wrapper = entries[0]
+        if layout in ("auto", "moodle") and parse_moodle(wrapper.name):
+            return root  # one Moodle student's folder
+        inner = [p for p in wrapper.iterdir() if _visible(p) and not p.is_symlink()]
+        notebooks = [p for p in inner if p.is_file() and p.suffix.lower() == ".ipynb"]
+        folders = [p for p in inner if p.is_dir()]
+        if notebooks:
+            flat_export = layout in ("canvas", "blackboard", "moodle") or (
+                layout == "auto" and not folders and _lms_flat(notebooks))
+            if not flat_export:
+                return root  # a student's folder with notebooks in it
+        elif any(recognise_lesson(p.name, lessons) for p in folders):
             return root  # a student's folder in nbgrader's layout
-        if not any(p.is_dir() for p in inner):
+        elif not folders:
             return root
-        root = entries[0]
+        root = wrapper
     return root
 
 
-def collect(source: Path, lessons: list[str], workdir: Path,
-            exclude: Path | None = None) -> tuple[list[Submission], list[str]]:
-    """All notebooks under `source` (a folder or a .zip) and the names of the files skipped."""
+def collect(source: Path, lessons: list[str], workdir: Path, exclude: Path | None = None,
+            layout: str = "auto") -> tuple[list[Submission], list[str]]:
+    """All notebooks under `source` (a folder or a .zip), whose they are, and the names of
+    the files skipped. `layout`: one of LAYOUTS."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r} (choose from {', '.join(LAYOUTS)})")
     source = Path(source)
     skipped: list[str] = []
     if source.is_file():
@@ -145,41 +400,187 @@ def collect(source: Path, lessons: list[str], workdir: Path,
         root = source
     else:
         raise FileNotFoundError(f"{source} does not exist")
-    base = _find_root(root, lessons)
-    found: list[Submission] = []
+    base = _find_root(root, lessons, layout)
+    notebooks: list[Path] = []
+    receipts: dict[str, tuple[str, str]] = {}
     for dirpath, dirnames, filenames in os.walk(base):
         here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if _visible(here / d)
-                             and (exclude is None or (here / d).resolve() != exclude))
+        kept = []
+        for name in sorted(dirnames):
+            folder = here / name
+            if not _visible(folder):
+                continue
+            if folder.is_symlink():
+                skipped.append(f"{printable(folder.relative_to(base).as_posix())}/: a "
+                               "symbolic link, not followed")
+                continue
+            if exclude is not None and folder.resolve() == exclude:
+                continue
+            kept.append(name)
+        dirnames[:] = kept
         for filename in sorted(filenames):
             path = here / filename
-            shown = path.relative_to(base).as_posix()
             if not _visible(path):
                 continue
-            if path.suffix.lower() != ".ipynb":
-                skipped.append(f"{shown}: not a notebook")
+            rel = path.relative_to(base)
+            if path.suffix.lower() == ".ipynb":
+                notebooks.append(path)
                 continue
-            parts = path.relative_to(base).parts
-            student = parts[0] if len(parts) > 1 else ""
-            lesson = recognise_lesson(filename, lessons)
-            folder_lesson = recognise_lesson(parts[1], lessons) if len(parts) == 3 else None
-            if lesson is None:
-                lesson = folder_lesson
-            problem = ""
-            if len(parts) > 3 or (len(parts) == 3 and folder_lesson is None):
-                problem = (f"'{shown}' is not where a submission goes, so it was not graded: "
-                           "each student's notebooks go in <student>/<lesson>.ipynb or "
-                           "<student>/<lesson>/<lesson>.ipynb.")
-            found.append(Submission(student=student, lesson=lesson, path=path, shown=shown,
-                                    mtime=path.stat().st_mtime, problem=problem))
+            if filename == "timestamp.txt" and len(rel.parts) == 3:
+                continue  # nbgrader's submission time, kept with the notebook
+            match = _BLACKBOARD.match(filename)
+            if match and match["receipt"] and not path.is_symlink():
+                receipt = _blackboard_receipt(path)
+                if receipt:
+                    receipts[f"{match['prefix']}_attempt_{match['date']}"] = receipt
+                    continue  # read for the usernames
+            kind = "a symbolic link, not followed" if path.is_symlink() else "not a notebook"
+            skipped.append(f"{printable(rel.as_posix())}: {kind}")
+    found = [_submission(path, path.relative_to(base).parts, lessons, layout, receipts)
+             for path in notebooks]
+    _refuse_crowded_folders(found)
+    _separate_namesakes(found)
+    refuse_merged(found)
     return found, skipped
 
 
+_WHERE = {
+    "folders": "each student's notebooks go in <student>/<lesson>.ipynb or "
+               "<student>/<lesson>/<lesson>.ipynb",
+    "canvas": "Canvas names a submission <name>_<userid>_<submissionid>_<file>",
+    "moodle": "Moodle puts a submission in a folder <Full Name>_<id>_assignsubmission_file_",
+    "blackboard": "Blackboard names a submission <Assignment>_<username>_attempt_<date>_<file>",
+}
+
+
+def _submission(path: Path, parts: tuple[str, ...], lessons: list[str], layout: str,
+                receipts: dict) -> Submission:
+    shown = printable("/".join(parts))
+    sub = Submission(student="", lesson=None, path=path, shown=shown, mtime=_lmtime(path))
+    identity, rest = None, list(parts)
+    if layout in ("auto", "canvas", "blackboard", "moodle"):
+        flat = {"auto": parse_lms_file(parts[-1], receipts),
+                "canvas": parse_canvas(parts[-1]),
+                "blackboard": parse_blackboard(parts[-1], receipts),
+                "moodle": parse_moodle_file(parts[-1])}[layout]
+        if flat and (layout != "auto" or len(parts) == 1):
+            identity, rest = flat, [flat.file]
+    if identity is None and layout in ("auto", "moodle"):
+        folders = range(len(parts) - 1) if layout == "moodle" else range(min(1, len(parts) - 1))
+        for index in folders:
+            folder = parse_moodle(parts[index])
+            if folder:
+                identity, rest = folder, list(parts[index + 1:])
+                break
+    if identity is None and layout in ("canvas", "moodle", "blackboard"):
+        sub.problem = (f"'{shown}' is not named as a {layout.capitalize()} export names a "
+                       f"submission, so it was not graded: {_WHERE[layout]}.")
+        return sub
+    if identity is None:  # folders: the first folder is the student
+        identity = Identity("folders", parts[0], parts[0] if len(parts) > 1 else "", parts[-1])
+        rest = list(parts[1:]) or [parts[0]]
+        if len(parts) > 1 and not usable_folder_id(parts[0]):
+            sub.problem = (f"The folder name '{printable(parts[0])}' cannot be used as a "
+                           "student id (spaces at its ends, a leading dot, control characters "
+                           "or one of * ? [ ] \\), so its notebooks were not graded.")
+            return sub
+    sub.layout, sub.key, sub.student = identity.layout, identity.key, identity.student
+    sub.name, sub.order, sub.notes = identity.name, identity.order, list(identity.notes)
+    name = rest[-1]
+    sub.lesson = recognise_lesson(name, lessons) if name else None
+    if sub.lesson is None and identity.assignment:
+        sub.lesson = recognise_lesson(identity.assignment, lessons)
+    folder_lesson = recognise_lesson(rest[0], lessons) if len(rest) == 2 else None
+    if sub.lesson is None:
+        sub.lesson = folder_lesson
+    if len(rest) > 2 or (len(rest) == 2 and folder_lesson is None):
+        where = _WHERE["folders"] if identity.layout == "folders" else (
+            f"in a {identity.layout.capitalize()} export the notebooks lie directly in the "
+            "student's folder (or in <lesson>/)")
+        sub.problem = (f"'{shown}' is not where a submission goes, so it was not graded: "
+                       f"{where}.")
+    return sub
+
+
+def _refuse_crowded_folders(found: list[Submission]) -> None:
+    """A student's folder whose notebooks carry several students' LMS names (a Canvas export
+    unzipped into one folder) cannot be one student's: refuse all of it."""
+    folders: dict[str, list[Submission]] = defaultdict(list)
+    for sub in found:
+        if sub.layout == "folders" and sub.student and not sub.problem:
+            folders[sub.key].append(sub)
+    for folder, subs in folders.items():
+        owners: dict[str, list[str]] = defaultdict(list)
+        for sub in subs:
+            identity = parse_lms_file(sub.path.name)
+            if identity is not None:
+                owners[f"{identity.layout} {identity.student}"].append(sub.shown)
+        if len(owners) < 2:
+            continue
+        listed = "; ".join(f"{owner.split(' ', 1)[1]}: {', '.join(files[:3])}"
+                           + (" ..." if len(files) > 3 else "")
+                           for owner, files in sorted(owners.items()))
+        layouts = sorted({owner.split(" ", 1)[0] for owner in owners})
+        for sub in subs:
+            sub.refused, sub.student = True, ""
+            sub.problem = (f"The folder '{printable(folder)}' holds the notebooks of "
+                           f"{len(owners)} different students ({listed}), which cannot be "
+                           "graded as one student's work: nothing in it was graded. Grade it "
+                           f"with --layout {layouts[0]}, or give each student a folder of "
+                           "their own.")
+
+
+def _separate_namesakes(found: list[Submission]) -> None:
+    """Two Moodle students with the same full name keep apart by their participant id."""
+    names: dict[str, set[str]] = defaultdict(set)
+    for sub in found:
+        if sub.layout == "moodle" and not sub.problem:
+            names[sub.student].add(sub.key)
+    for sub in found:
+        if sub.layout == "moodle" and not sub.problem and len(names[sub.student]) > 1:
+            note = (f"Two students named '{sub.name}' submitted; this one is told apart by "
+                    f"Moodle's participant number {sub.key}.")
+            sub.student = f"{sub.student}_{sub.key}"
+            sub.notes.append(note)
+
+
+def refuse_merged(found: list[Submission]) -> None:
+    """Refuse every notebook of a student id that two different origins would share (a
+    Canvas file and a folder of that name, two names cleaned alike): never merge students."""
+    origins: dict[str, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
+    for sub in found:
+        if sub.student and not sub.problem:
+            origins[sub.student][(sub.layout, sub.key)].append(sub.shown)
+    for sub in found:
+        if not sub.student or sub.problem or len(origins[sub.student]) < 2:
+            continue
+        listed = "; ".join(", ".join(f"'{f}'" for f in files[:2])
+                           for files in origins[sub.student].values())
+        sub.problem = (f"These notebooks come from {len(origins[sub.student])} different "
+                       f"students who would all get the id '{sub.student}' ({listed}): none "
+                       "of them was graded, so that no two students are merged. Rename the "
+                       "folders or files so that each student's id is their own.")
+        sub.refused, sub.student = True, ""
+
+
+def layout_summary(found: list[Submission]) -> str:
+    """`Canvas export (12 notebooks), folders (3 notebooks)`: what the class was read as."""
+    names = {"folders": "student folders", "canvas": "Canvas export",
+             "moodle": "Moodle export", "blackboard": "Blackboard export"}
+    counts: dict[str, int] = defaultdict(int)
+    for sub in found:
+        if sub.student:
+            counts[sub.layout] += 1
+    return ", ".join(f"{names[layout]} ({count} notebook{'s' if count != 1 else ''})"
+                     for layout, count in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def pick_newest(files: list[Submission]) -> tuple[Submission, str | None]:
-    """Of several files for one student and lesson, the newest (then the last by name) wins."""
+    """Of several files for one student and lesson, the newest wins: by the LMS's own order
+    (Canvas's file id, Blackboard's attempt), then modification time, copy number, name."""
     if len(files) == 1:
         return files[0], None
-    ordered = sorted(files, key=lambda s: (s.mtime, _copy_number(s.shown), s.shown))
+    ordered = sorted(files, key=lambda s: (s.order, s.mtime, _copy_number(s.shown), s.shown))
     chosen = ordered[-1]
     others = ", ".join(f"'{s.shown}'" for s in ordered[:-1])
     return chosen, (f"{len(files)} files were submitted for this lesson; the newest, "
@@ -189,6 +590,234 @@ def pick_newest(files: list[Submission]) -> tuple[Submission, str | None]:
 def _copy_number(name: str) -> int:
     match = re.search(r"(?:\((\d+)\)|-copy(\d+)|-(\d+))\.ipynb$", name, flags=re.IGNORECASE)
     return int(next(g for g in match.groups() if g)) if match else 0
+
+
+# --------------------------------------------------------------------------------------------
+# The roster: ids, names and emails of the class
+
+@dataclass
+class RosterEntry:
+    id: str
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    lms_id: str = ""
+    extra: dict = field(default_factory=dict)  # other columns (section, sis_user_id, ...)
+
+    @property
+    def full_name(self) -> str:
+        return " ".join(part for part in (self.first_name, self.last_name) if part)
+
+
+@dataclass
+class Roster:
+    entries: dict[str, RosterEntry]
+    path: Path | None = None
+
+
+@dataclass
+class RosterReport:
+    """Submissions whose student is not on the roster, and roster students with nothing."""
+
+    unknown: dict[str, list[str]] = field(default_factory=dict)  # id -> files
+    absent: list[RosterEntry] = field(default_factory=list)
+
+
+_ID_COLUMNS = ("id", "student_id", "username", "login")
+
+
+def read_roster(path: Path) -> Roster:
+    """A roster CSV with a header: `id` (or student_id, username, login), optional `name`
+    (or first_name and last_name), `email`, `lms_id`; other columns are kept as they are."""
+    path = Path(path)
+    try:
+        text = _read_regular(path, 50 << 20).decode("utf-8-sig")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"the roster {path} does not exist") from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"the roster {path} cannot be read: {one_line(err, 200)}") from None
+    rows = list(csv.reader(text.splitlines()))
+    if not rows:
+        raise ValueError(f"the roster {path} is empty: it needs a header line "
+                         "`id,name,email` and a line per student")
+    header = [one_line(h).strip().lower().replace(" ", "_") for h in rows[0]]
+    id_column = next((c for c in _ID_COLUMNS if c in header), None)
+    if id_column is None:
+        raise ValueError(f"the roster {path} has no `id` column (its header is "
+                         f"{', '.join(header) or 'empty'}): the first line must name the "
+                         "columns, e.g. `id,name,email`")
+    entries: dict[str, RosterEntry] = {}
+    for number, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        values = {h: one_line(row[i]).strip() if i < len(row) else ""
+                  for i, h in enumerate(header)}
+        student = values.pop(id_column)
+        if not usable_folder_id(student):
+            raise ValueError(f"the roster {path}, line {number}: '{printable(student)}' cannot "
+                             "be a student id (empty, spaces at its ends, a leading dot, or one "
+                             "of * ? [ ] / \\)")
+        if student in entries:
+            raise ValueError(f"the roster {path}, line {number}: the id '{student}' is there "
+                             "twice")
+        first, last = values.pop("first_name", ""), values.pop("last_name", "")
+        name = values.pop("name", "")
+        if name and not (first or last):
+            if "," in name:  # "Last, First", as Canvas writes names
+                last, first = (part.strip() for part in name.split(",", 1))
+            elif " " in name:
+                first, last = name.rsplit(" ", 1)
+            else:
+                first = name
+        entries[student] = RosterEntry(id=student, first_name=first, last_name=last,
+                                       email=values.pop("email", ""),
+                                       lms_id=values.pop("lms_id", ""), extra=values)
+    return Roster(entries=entries, path=path)
+
+
+def apply_roster(found: list[Submission], roster: Roster) -> RosterReport:
+    """Give each submission its roster id: the same id, the LMS's key (`lms_id` column or an
+    id equal to it: a Canvas user id, a Blackboard username), or for Moodle the full name when
+    one roster student has it. Report the others and the roster students with nothing."""
+    by_id = {key.casefold(): entry for key, entry in roster.entries.items()}
+    by_lms = {entry.lms_id.casefold(): entry for entry in roster.entries.values() if entry.lms_id}
+    names: dict[str, list[RosterEntry]] = defaultdict(list)
+    for entry in roster.entries.values():
+        if entry.full_name:
+            names[clean_id(entry.full_name)].append(entry)
+            names[clean_id(f"{entry.last_name} {entry.first_name}")].append(entry)
+    # Moodle names borne by two students of this export tell neither apart: not matched.
+    keys_of_name: dict[str, set[str]] = defaultdict(set)
+    for sub in found:
+        if sub.layout == "moodle" and sub.name:
+            keys_of_name[clean_id(sub.name)].add(sub.key)
+    report = RosterReport()
+    seen: set[str] = set()
+    for sub in found:
+        if not sub.student or sub.problem:
+            continue
+        entry = roster.entries.get(sub.student) or by_id.get(sub.student.casefold())
+        if entry is None and sub.layout != "folders" and sub.key:
+            entry = by_lms.get(sub.key.casefold()) or by_id.get(sub.key.casefold())
+        if entry is None and sub.layout == "moodle" and sub.name \
+                and len(keys_of_name[clean_id(sub.name)]) == 1:
+            candidates = {e.id: e for e in names.get(clean_id(sub.name), [])}
+            if len(candidates) == 1:
+                entry = next(iter(candidates.values()))
+        if entry is None:
+            report.unknown.setdefault(sub.student, []).append(sub.shown)
+            continue
+        sub.student = entry.id
+        seen.add(entry.id)
+    report.absent = [entry for key, entry in roster.entries.items() if key not in seen]
+    refuse_merged(found)
+    return report
+
+
+def student_records(found: list[Submission], roster: Roster | None,
+                    named: set[str] | None = None) -> dict[str, dict]:
+    """What the gradebook learns about each student (those in `found`, and roster students
+    among `named`): names, email, LMS user id. `overwrite`: from the roster (replaces what is
+    there); otherwise only fills empty fields."""
+    records: dict[str, dict] = {}
+    for student in named or ():
+        if roster is not None and student in roster.entries:
+            records.setdefault(student, {"overwrite": False})
+    for sub in found:
+        if not sub.student or sub.problem:
+            continue
+        record = records.setdefault(sub.student, {"overwrite": False})
+        if sub.layout in ("canvas", "blackboard") and sub.key:
+            record.setdefault("lms_user_id", sub.key)
+        if sub.name and sub.layout in ("moodle", "blackboard") and "first_name" not in record:
+            first, _, last = sub.name.rpartition(" ")
+            record.update(first_name=first or last, last_name=last if first else "")
+    for student, record in records.items():
+        entry = roster.entries.get(student) if roster else None
+        if entry is not None:
+            record.update(first_name=entry.first_name, last_name=entry.last_name,
+                          email=entry.email, overwrite=True)
+            if entry.lms_id:
+                record["lms_user_id"] = entry.lms_id
+    return records
+
+
+def record_students(config, records: dict[str, dict]) -> None:
+    """Write the students' names, emails and LMS ids into nbgrader's gradebook."""
+    from autograder.nbgrader_inproc import gradebook
+
+    fields = ("first_name", "last_name", "email", "lms_user_id")
+    with gradebook(config) as gb:
+        for student, record in sorted(records.items()):
+            current = gb.update_or_create_student(student)
+            values = {}
+            for name in fields:
+                value = one_line(record.get(name) or "", 128)
+                if value and (record.get("overwrite") or not getattr(current, name)):
+                    values[name] = value
+            if values:
+                gb.update_or_create_student(student, **values)
+
+
+# --------------------------------------------------------------------------------------------
+# Grading only what is new since the last run (the course's submitted/)
+
+STATE_FILE = ".autograder-graded.json"  # in the course's autograded/ folder
+
+
+def content_digest(sub: Submission) -> str:
+    """sha256 of the notebook and of nbgrader's timestamp.txt beside it ('' if unreadable)."""
+    digest = hashlib.sha256()
+    try:
+        if sub.path.is_symlink():  # where it points, never what
+            digest.update(b"link\0" + os.fsencode(os.readlink(sub.path)))
+            return digest.hexdigest()
+        digest.update(_read_regular(sub.path, MAX_NOTEBOOK_BYTES))
+        stamp = sub.path.parent / "timestamp.txt"
+        if len(Path(sub.shown).parts) == 3 and stamp.is_file() and not stamp.is_symlink():
+            digest.update(b"\0timestamp\0" + _read_regular(stamp, 1 << 16))
+    except (OSError, ValueError):
+        return ""
+    return digest.hexdigest()
+
+
+def read_state(path: Path) -> dict[str, dict]:
+    """{file shown: {"digest": sha256, "graded": whether the gradebook keeps its grades}}."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        graded = data.get("graded", {})
+        return {str(k): {"digest": str(v.get("digest", "")), "graded": bool(v.get("graded"))}
+                for k, v in graded.items() if isinstance(v, dict)}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def write_state(path: Path, graded: dict[str, dict]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps({"version": 1, "graded": graded}, indent=0, sort_keys=True),
+                         encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def new_since(found: list[Submission], state: dict[str, dict], in_gradebook) -> tuple[
+        list[Submission], list[Submission]]:
+    """(new, unchanged): a student's lesson is unchanged when every file of it has the digest
+    recorded by the last run and, if that run graded it, the gradebook still holds it."""
+    groups: dict[tuple[str, str], list[Submission]] = defaultdict(list)
+    for sub in found:
+        sub.digest = content_digest(sub)
+        groups[(sub.student, sub.lesson or sub.shown)].append(sub)
+    new, unchanged = [], []
+    for (student, lesson), subs in groups.items():
+        before = [state.get(sub.shown) or {} for sub in subs]
+        same = all(sub.digest and old.get("digest") == sub.digest
+                   for sub, old in zip(subs, before))
+        if same and any(old.get("graded") for old in before):
+            same = in_gradebook(student, lesson)
+        (unchanged if same else new).extend(subs)
+    return new, unchanged
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,39 +832,134 @@ def cell_ids(nb) -> list[str]:
     return ids
 
 
+def _nesting_problem(data) -> str | None:
+    """Why the JSON is nested too deeply for a notebook, or None."""
+    stack = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return (f"its JSON is nested more than {MAX_DEPTH} levels deep, which no notebook "
+                    "is")
+        if isinstance(item, dict):
+            stack.extend((value, depth + 1) for value in item.values())
+        elif isinstance(item, list):
+            stack.extend((value, depth + 1) for value in item)
+    return None
+
+
+def _has_lone_surrogates(data) -> bool:
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def read_notebook(path: Path) -> tuple[object | None, str | None]:
-    """The notebook at `path`, or None and the reason it cannot be read."""
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-        return None, (f"The file is larger than {MAX_NOTEBOOK_BYTES >> 20} MB, too large to be a "
-                      "lesson notebook.")
-    raw = path.read_bytes()
+    """The notebook at `path`, or None and the reason it cannot be read. Never raises."""
+    try:
+        return _read_notebook(Path(path))
+    except Exception as err:  # noqa: BLE001 (whatever a file does, it is one row's problem)
+        return None, one_line(f"The file could not be read as a notebook "
+                              f"({type(err).__name__}: {err}".rstrip(": ") + ").", 300)
+
+
+def _read_notebook(path: Path) -> tuple[object | None, str | None]:
+    too_large = (f"The file is larger than {MAX_NOTEBOOK_BYTES >> 20} MB, too large to be a "
+                 "lesson notebook: clear its outputs (Kernel > Restart Kernel and Clear "
+                 "Outputs), save, and submit it again.")
+    try:
+        raw = _read_regular(path, MAX_NOTEBOOK_BYTES)
+    except ValueError as err:
+        if "larger" in str(err):
+            return None, too_large
+        return None, f"The file was not read: {err}."
+    if len(raw) > MAX_NOTEBOOK_BYTES:
+        return None, too_large
     if not raw.strip():
         return None, "The file is empty, so there is nothing to grade."
     try:
         text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return None, "The file is not a readable notebook: it is not text (was it saved as a notebook?)."
+    except UnicodeDecodeError as err:
+        return None, (f"The file is not a readable notebook: it is not text (byte "
+                      f"{err.start} is not UTF-8; was it saved as a notebook?).")
+    del raw
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         return None, (f"The file is not a readable notebook: its JSON is broken at line "
                       f"{err.lineno}, column {err.colno} ({err.msg}).")
+    except RecursionError:
+        return None, ("The file is not a readable notebook: its JSON is nested more deeply "
+                      "than any notebook is.")
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         return None, "The file is not a Jupyter notebook (it has no list of cells)."
+    if len(data["cells"]) > MAX_CELLS:
+        return None, (f"The notebook has {len(data['cells'])} cells; a lesson notebook has "
+                      f"fewer than 100 and a submission may have at most {MAX_CELLS}. Remove "
+                      "the cells you added and submit it again.")
+    problem = _nesting_problem(data)
+    if problem:
+        return None, f"The file is not a readable notebook: {problem}."
+    if re.search(r"\\u[dD][89a-fA-F]", text) and _has_lone_surrogates(data):
+        return None, ("The file is not a readable notebook: it holds characters that are not "
+                      "valid text (lone surrogates).")
     try:
         nb = nbformat.reads(text, as_version=4, capture_validation_error={})
         nbformat.validate(nb)
     except Exception as err:  # noqa: BLE001 (nbformat raises several kinds)
         message = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
-        return None, f"The file is not a valid Jupyter notebook: {message}."
+        return None, one_line(f"The file is not a valid Jupyter notebook: {message}.", 300)
     return nb, None
 
 
-def check(path: Path, lesson: str, spec: LessonSpec,
-          lesson_ids: dict[str, set[str]]) -> tuple[str | None, str, list[str]]:
-    """(status, reason, notes) for the file submitted as `lesson`: status None when gradeable."""
+def _folder_links(sub: Submission | None) -> list[str]:
+    """Symbolic links in the lesson folder of a notebook in nbgrader's layout (nbgrader copies
+    that folder when it grades)."""
+    if sub is None or sub.layout != "folders" or len(Path(sub.shown).parts) != 3:
+        return []
+    links = []
+    for dirpath, dirnames, filenames in os.walk(sub.path.parent):
+        for name in dirnames + filenames:
+            if os.path.islink(os.path.join(dirpath, name)):
+                links.append(printable(os.path.relpath(os.path.join(dirpath, name),
+                                                       sub.path.parent)))
+    return links
+
+
+def check(path: Path, lesson: str, spec: LessonSpec, lesson_ids: dict[str, set[str]],
+          submission: Submission | None = None) -> tuple[str | None, str, list[str]]:
+    """(status, reason, notes) for the file submitted as `lesson`: status None when gradeable.
+    Never raises: whatever goes wrong is the row's `invalid` with a reason."""
+    try:
+        status, reason, notes = _check(path, lesson, spec, lesson_ids, submission)
+    except Exception as err:  # noqa: BLE001
+        status, reason, notes = "invalid", (f"The notebook could not be checked "
+                                            f"({type(err).__name__}); your instructor can "
+                                            "review it."), []
+    if submission is not None:
+        notes = [*submission.notes, *notes]
+    return status, one_line(reason), [one_line(note) for note in notes]
+
+
+def _check(path: Path, lesson: str, spec: LessonSpec, lesson_ids: dict[str, set[str]],
+           submission: Submission | None) -> tuple[str | None, str, list[str]]:
     from nbgrader import utils
 
+    links = _folder_links(submission)
+    if links:
+        return "invalid", (f"The submission's folder holds symbolic links "
+                           f"({', '.join(links[:5])}), which are never followed: submit the "
+                           "files themselves."), []
     nb, problem = read_notebook(path)
     if nb is None:
         return "invalid", problem, []
@@ -264,7 +988,7 @@ def check(path: Path, lesson: str, spec: LessonSpec,
         if gid in spec.locked:
             try:
                 same = utils.compute_checksum(cell) in spec.locked[gid]
-            except (KeyError, ValueError, TypeError):
+            except Exception:  # noqa: BLE001
                 same = False
             if not same:
                 edited.append(gid)
@@ -272,6 +996,7 @@ def check(path: Path, lesson: str, spec: LessonSpec,
         tests = [gid for gid in edited if gid in spec.tests]
         kind = "test cell" if len(tests) == len(edited) else "read-only cell"
         plural = "s" if len(edited) > 1 else ""
-        notes.append(f"The {kind}{plural} {', '.join(edited)} had been edited; the original"
-                     f"{plural} {'were' if plural else 'was'} restored before grading.")
+        notes.append(f"The {kind}{plural} {', '.join(printable(str(g)) for g in edited)} had "
+                     f"been edited; the original{plural} {'were' if plural else 'was'} "
+                     "restored before grading.")
     return None, "", notes

@@ -1,13 +1,69 @@
-"""Checks for exercise test cells: each failure says what was expected, what was found and the likely mistake."""
+"""Checks for exercise test cells: each failure says what was expected, what was found and the likely mistake.
+
+A failing check raises `CheckFailed`, an AssertionError that IPython shows as its message alone
+(the likely mistake right under the first line), without the frames of this module; nbgrader
+and Validate still see an error. Importing this module in a Jupyter kernel also installs
+`coursekit.notebook`'s messages for unanswered exercises and stale answers.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-__all__ = ["check_tensor", "check_equal", "check_true", "check_is_none", "diagnose"]
+from coursekit import notebook as _notebook
+
+__all__ = ["check_tensor", "check_equal", "check_true", "check_is_none", "diagnose",
+           "CheckFailed"]
+
+_RED_BOLD = "\x1b[1;31m"
+_RESET = "\x1b[0m"
+_MISTAKE = "  likely mistake: "
+
+
+def render_failure(message: str, where: str | None = None) -> list[str]:
+    """A failure message as the lines a notebook shows: its first line in bold red, then the
+    likely mistake, then the rest (expected, found, ...), then where the check is."""
+    lines = message.rstrip().splitlines() or ["The check failed."]
+    head, rest = lines[0], lines[1:]
+    mistakes = [line for line in rest if line.startswith(_MISTAKE)]
+    others = [line for line in rest if not line.startswith(_MISTAKE)]
+    head, *more = _notebook.wrap(head)
+    shown = [f"{_RED_BOLD}{head}{_RESET}", *more]
+    for line in mistakes + others:
+        # Values (expected:, found:) keep their layout; sentences are wrapped.
+        shown += [line] if line.startswith(("  expected:", "  found:")) else _notebook.wrap(line)
+    if where:
+        shown.append(f"(failed: {where})")
+    return shown
+
+
+class CheckFailed(AssertionError):
+    """A check in a test cell failed: the message says what was expected, what was found and
+    the likely mistake. IPython shows the message, not a traceback through this module."""
+
+    def _render_traceback_(self) -> list[str]:
+        return render_failure(str(self), _check_location(self.__traceback__))
+
+
+def _check_location(tb) -> str | None:
+    """Where the failing check was called: the last frame outside this package."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    caller = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith(package):
+            caller = (code, tb.tb_lineno)
+        tb = tb.tb_next
+    if caller is None:
+        return None
+    code, lineno = caller
+    if code.co_name == "<module>":
+        return f"the check on line {lineno} of this cell"
+    return f"the check on line {lineno} of `{code.co_name}`"
 
 # Multiples of the expected value that point to a known misconception.
 _SCALE_HINTS: tuple[tuple[float, str], ...] = (
@@ -95,12 +151,12 @@ def check_tensor(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
         if diagnosis is None:
             diagnosis = (f"{name} should be a torch.Tensor, not {type(found).__name__}. "
                          f"{hint or ''}").strip()
-        raise AssertionError(_report(name, found, expected, diagnosis))
+        raise CheckFailed(_report(name, found, expected, diagnosis))
     expected_t = _as_tensor(expected)
     if _close(found.detach(), expected_t, rtol, atol):
         return
     diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
-    raise AssertionError(_report(name, found, expected, diagnosis or hint))
+    raise CheckFailed(_report(name, found, expected, diagnosis or hint))
 
 
 def check_equal(name: str, found: Any, expected: Any, *, hint: str | None = None) -> None:
@@ -110,16 +166,19 @@ def check_equal(name: str, found: Any, expected: Any, *, hint: str | None = None
     if found == expected:
         hint = (f"{name} equals the expected value but is a {type(found).__name__}, "
                 f"not a {type(expected).__name__}.")
-    raise AssertionError(_report(name, found, expected, hint))
+    raise CheckFailed(_report(name, found, expected, hint))
 
 
 def check_is_none(name: str, found: Any, *, hint: str | None = None) -> None:
     """Assert that `found` is None (for example the .grad of a non-leaf tensor)."""
     if found is not None:
-        raise AssertionError(_report(name, found, None, hint))
+        raise CheckFailed(_report(name, found, None, hint))
 
 
 def check_true(condition: bool, message: str) -> None:
     """Assert a condition; `message` says what was expected and what the likely mistake is."""
     if not condition:
-        raise AssertionError(message)
+        raise CheckFailed(message)
+
+
+_notebook.install()

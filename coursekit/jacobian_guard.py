@@ -1,16 +1,18 @@
-"""For lesson 04's test cells: run an answer with the functions that build a full Jacobian disabled."""
+"""For lesson 04's test cells: run an answer with the functions that build a full Jacobian
+disabled, and count how often it runs a function and differentiates through it."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.autograd.functional
 import torch.func
 
-__all__ = ["FullJacobianBuilt", "full_jacobian_blocked"]
+__all__ = ["FullJacobianBuilt", "full_jacobian_blocked", "PassCounts", "counting_passes"]
 
 # (module, attribute) of each public function that materialises a whole Jacobian or Hessian
 _BUILDERS: tuple[tuple[Any, str], ...] = (
@@ -62,3 +64,56 @@ def full_jacobian_blocked(namespace: MutableMapping[str, Any] | None = None,
                 target[name] = original
             else:
                 setattr(target, name, original)
+
+
+@dataclass
+class PassCounts:
+    """How often a function wrapped by `counting_passes` ran, and was differentiated.
+
+    `calls`: forward evaluations; `reverse`: backward passes that went through its output
+    (`backward`, `torch.autograd.grad`, a vjp function); `forward_mode`: forward-mode passes
+    that pushed a tangent through it (`torch.func.jvp`, `torch.autograd.forward_ad`)."""
+
+    calls: int = 0
+    reverse: int = 0
+    forward_mode: int = 0
+
+
+def counting_passes(f: Callable[[torch.Tensor], torch.Tensor]
+                    ) -> tuple[Callable[[torch.Tensor], torch.Tensor], PassCounts]:
+    """`f` wrapped so that each call, each reverse pass and each forward-mode pass through its
+    output is counted in the returned PassCounts. The wrapped function returns the same values;
+    it works under `backward`, `torch.autograd.grad`, `torch.func.vjp`/`jvp`/`vmap` and
+    `torch.autograd.forward_ad` (a batched `vmap` pass counts once)."""
+    counts = PassCounts()
+
+    class Counted(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(output: torch.Tensor) -> torch.Tensor:
+            counts.calls += 1
+            return output.clone()
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+            pass
+
+        @staticmethod
+        def backward(ctx: Any, grad_output: torch.Tensor) -> torch.Tensor:
+            counts.reverse += 1
+            return grad_output
+
+        @staticmethod
+        def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+            counts.forward_mode += 1
+            return tangent.clone()
+
+    def counted(x: torch.Tensor) -> torch.Tensor:
+        output = f(x)
+        if not isinstance(output, torch.Tensor):
+            raise TypeError(f"f must return a tensor, not {type(output).__name__}")
+        return Counted.apply(output)
+
+    counted.__name__ = getattr(f, "__name__", "f")
+    return counted, counts

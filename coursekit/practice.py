@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -13,7 +16,8 @@ from torch import nn
 
 __all__ = [
     "SHAPE_NAMES", "make_shapes", "shape_cnn", "deep_mlp", "train", "accuracy",
-    "tensor_bytes", "show_images", "plot_layer_curves", "plot_per_layer", "show_overlays",
+    "tensor_bytes", "watch_outputs", "show_images", "plot_layer_curves", "plot_per_layer",
+    "show_overlays",
 ]
 
 SHAPE_NAMES: tuple[str, ...] = ("square", "circle", "cross")
@@ -127,6 +131,45 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> fl
 def tensor_bytes(tensor: torch.Tensor) -> int:
     """The bytes a tensor's elements take: numel × element size (views count in full)."""
     return tensor.numel() * tensor.element_size()
+
+
+class KeptOutputs:
+    """What `watch_outputs` saw: `kept` for each forward pass of the model."""
+
+    def __init__(self) -> None:
+        self.per_pass: list[int] = []
+
+    @property
+    def kept(self) -> int:
+        """Outputs still alive at the end of the last forward pass (0 if none ran)."""
+        return self.per_pass[-1] if self.per_pass else 0
+
+
+@contextlib.contextmanager
+def watch_outputs(model: nn.Module,
+                  kind: type[nn.Module] = nn.Linear) -> Iterator[KeptOutputs]:
+    """Count, at the end of each forward pass of `model`, the outputs of its `kind` children
+    that something still keeps alive, besides the model's own output."""
+    seen: list[weakref.ref] = []
+    watched = KeptOutputs()
+
+    def note(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        seen.append(weakref.ref(output))
+
+    def count(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        gc.collect(1)  # young objects only: a full collection is slow in a large notebook
+        alive = [ref() for ref in seen]
+        watched.per_pass.append(sum(t is not None and t is not output for t in alive))
+        seen.clear()
+
+    handles = [child.register_forward_hook(note) for child in model.children()
+               if isinstance(child, kind)]
+    handles.append(model.register_forward_hook(count))
+    try:
+        yield watched
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def show_images(images: torch.Tensor, titles: Sequence[str], ncols: int = 8) -> Figure:

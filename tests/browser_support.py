@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -95,10 +96,17 @@ class JupyterLab:
     folder of extra Jupyter configuration (JUPYTER_CONFIG_PATH, as `make lab` sets it). State that
     JupyterLab would keep in the home folder (settings, workspaces, runtime files) goes to
     `state_dir`, so runs do not see each other's layouts.
+
+    With `command`, a function of the server's address options (port, token, ...) that returns a
+    command line (for example `make lab` with those options in LAB_ARGS), that command starts the
+    server; it chooses the root, the settings and the layout folders itself (`root_dir` only
+    tells the tests where the files are).
     """
 
     def __init__(self, root_dir: Path, state_dir: Path, cwd: Path | None = None,
-                 config_path: Path | None = None, log_path: Path | None = None):
+                 config_path: Path | None = None, log_path: Path | None = None,
+                 command=None):
+        self.command = command
         self.root_dir = Path(root_dir)
         self.config_path = Path(config_path) if config_path else None
         self.state_dir = Path(state_dir)
@@ -137,26 +145,33 @@ class JupyterLab:
         })
         if self.config_path:
             env["JUPYTER_CONFIG_PATH"] = str(self.config_path)
-        command = [
-            str(VENV_BIN / "jupyter"), "lab",
+        address = [
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
             f"--ServerApp.port={self.port}",
             "--ServerApp.port_retries=0",
-            f"--ServerApp.root_dir={self.root_dir}",
             f"--IdentityProvider.token={self.token}",
-            f"--LabApp.user_settings_dir={settings}",
-            f"--LabApp.workspaces_dir={self.state_dir / 'workspaces'}",
-            "--LabApp.news_url=None",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--ServerApp.terminals_enabled=False",
         ]
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            command.append("--allow-root")
+        if self.command:
+            command = self.command(address)
+        else:
+            command = [
+                str(VENV_BIN / "jupyter"), "lab", *address,
+                f"--ServerApp.root_dir={self.root_dir}",
+                f"--LabApp.user_settings_dir={settings}",
+                f"--LabApp.workspaces_dir={self.state_dir / 'workspaces'}",
+                "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            ]
+            if hasattr(os, "geteuid") and os.geteuid() == 0:
+                command.append("--allow-root")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")
+        # A session of its own, so that stop() ends the whole command (make, python, jupyter).
         self.process = subprocess.Popen(command, cwd=self.cwd, env=env, stdout=self._log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
         deadline = time.monotonic() + timeout
         status = f"{self.base_url}/api/status?token={self.token}"
         while time.monotonic() < deadline:
@@ -174,6 +189,18 @@ class JupyterLab:
         raise RuntimeError(f"JupyterLab did not answer within {timeout:.0f} s:\n"
                            + self.log_text())
 
+    def api(self, method: str, path: str) -> object:
+        """Call the server's REST API (for example GET api/sessions); the parsed JSON reply."""
+        request = urllib.request.Request(self.url(path), method=method)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def shut_down_kernels(self) -> None:
+        """End every kernel the server runs (each lesson's kernel holds torch in memory)."""
+        for session in self.api("GET", "api/sessions") or []:
+            self.api("DELETE", f"api/sessions/{session['id']}")
+
     def log_text(self) -> str:
         if self._log:
             self._log.flush()
@@ -186,11 +213,12 @@ class JupyterLab:
         """Stop the server by its process id: terminate, then kill after `timeout` seconds."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
-            process.terminate()
+            # The process group this server was started in (its id is the process's own).
+            os.killpg(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                process.kill()
+                os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=timeout)
         if self._log:
             self._log.close()
@@ -241,7 +269,7 @@ def wait_for_run(page, cell, before: str, what: str, timeout: float = 180.0) -> 
             wait_for_kernel_idle(page)
             return
         now = time.monotonic()
-        if page.evaluate(_NO_CELL_RUNNING):
+        if page.evaluate(_NO_CELL_RUNNING) and page.evaluate(_KERNEL_IDLE):
             stopped_since = stopped_since or now
             if now - stopped_since > 3.0:
                 all_cells = cells(page)

@@ -1,13 +1,17 @@
-"""The course in a real browser: a student works through lesson 01 in JupyterLab, and an
-instructor reads the demo class's grades in nbgrader's formgrader.
+"""The course in a real browser: a student opens the course with `make lab`, works through lesson
+01 to lesson 02 in JupyterLab, and an instructor reads the demo class's grades in nbgrader's
+formgrader.
 
 Headless Debian Chromium driven by Playwright for Python. Screenshots of each step go to
-test-artifacts/browser/. All browser tests live in this one file, so that pytest-xdist's
-`--dist loadfile` runs them in one worker, one after the other.
+test-artifacts/browser/; with UPDATE_DOCS_IMAGES=1, the start page and a failing check also go
+to docs/images/ (the README shows them). All browser tests live in this one file, so that
+pytest-xdist's `--dist loadfile` runs them in one worker, one after the other.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -17,16 +21,18 @@ import pytest
 
 import browser_support as lab_page
 from browser_support import REPO_ROOT, VENV_BIN, JupyterLab, require_chromium, screenshot
+from conftest import LESSONS
 from notebook_support import answer_cells, grading, without_markers
 
 pytestmark = pytest.mark.browser
 
 LESSON = "01_leaf_and_intermediate"
 NOTEBOOK = f"{LESSON}/{LESSON}.ipynb"
+START_PAGE = "START-HERE.md"
+# tests/fixtures/lab/practice.ipynb (one exercise, two hints), beside a lesson's copy
+PRACTICE = "01_leaf_and_intermediate/practice.ipynb"
 VALIDATE_SUCCESS = "Success! Your notebook passes all the tests."
-# What a test cell under an unanswered exercise shows: the stub's NotImplementedError, a name
-# the answer cell should have defined, or the message of a coursekit.checks check.
-UNANSWERED_FAILURE = re.compile(r"NotImplementedError|NameError|AssertionError")
+DOCS_IMAGES = REPO_ROOT / "docs" / "images"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -64,114 +70,376 @@ def page(browser, request):
             context.close()
 
 
-@pytest.fixture
-def student_lab(tmp_path):
-    """JupyterLab as `make lab` starts it (from the repository root, so that nbgrader's
-    Validate reads the course's nbgrader_config.py, and with the students' Jupyter
-    configuration in jupyter/student), over a copy of notebooks/: the test never changes the
-    repository's notebooks."""
-    notebooks = tmp_path / "notebooks"
-    shutil.copytree(REPO_ROOT / "notebooks", notebooks,
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    server = JupyterLab(root_dir=notebooks, state_dir=tmp_path / "jupyter", cwd=REPO_ROOT,
-                        config_path=REPO_ROOT / "jupyter" / "student")
-    server.start()
+def docs_image(locator_or_page, name: str) -> None:
+    """A screenshot for the README, written to docs/images/ when UPDATE_DOCS_IMAGES=1."""
+    screenshot_path = lab_page.ARTIFACTS / f"docs-{name}"
+    lab_page.ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    locator_or_page.screenshot(path=str(screenshot_path))
+    if os.environ.get("UPDATE_DOCS_IMAGES") == "1":
+        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(screenshot_path, DOCS_IMAGES / name)
+
+
+@pytest.fixture(scope="module")
+def student_lab(tmp_path_factory):
+    """JupyterLab started by `make lab` itself (WORK: a temporary folder for the student's
+    copies), from the repository root so that Validate reads the course's nbgrader_config.py.
+    The tests never change the repository's notebooks or work/."""
+    base = tmp_path_factory.mktemp("student")
+    work = base / "work"
+    # Test-only settings: every cell attached to the page, so cells are found by position.
+    tracker = (work / ".coursekit" / "lab" / "settings" / "@jupyterlab" / "notebook-extension"
+               / "tracker.jupyterlab-settings")
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    practice = work / PRACTICE
+    practice.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO_ROOT / "tests" / "fixtures" / "lab" / "practice.ipynb", practice)
+    server = JupyterLab(root_dir=work, state_dir=base / "jupyter", cwd=REPO_ROOT,
+                        command=lambda address: ["make", "--no-print-directory", "-s", "lab",
+                                                 f"WORK={work}", "LAB_ARGS=" + " ".join(address)])
+    server.start(timeout=120)
     try:
         yield server
     finally:
         server.stop()
 
 
-def _solutions() -> dict[str, str]:
+def open_in_lab(page, server, path: str = "") -> None:
+    """Open `path` (the start page when empty) in a fresh layout: no tabs of earlier tests."""
+    target = f"lab/tree/{path}" if path else ""
+    page.goto(server.url(target) + ("&reset" if path else ""))
+    if path.endswith(".ipynb"):
+        lab_page.wait_for_kernel_idle(page, timeout=120_000)
+
+
+def _solutions(lesson: str = LESSON) -> dict[str, str]:
     """Each answer cell's grade id -> the cell as a student who solved it would have it."""
-    solution = nbformat.read(REPO_ROOT / "solutions" / NOTEBOOK, as_version=4)
+    solution = nbformat.read(REPO_ROOT / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
     return {grading(cell)["grade_id"]: without_markers(cell.source)
             for cell in answer_cells(solution)}
 
 
-def test_student_runs_lesson_01_answers_an_exercise_and_validates(page, student_lab):
-    student_file = student_lab.root_dir / NOTEBOOK
+def _doubled(answer: str) -> str:
+    """A wrong answer: the solution's function, returning every tensor doubled (what running
+    backward twice without zeroing gives)."""
+    name = re.search(r"^def (\w+)\(", answer, re.M)[1]
+    return (answer.replace(f"def {name}(", f"def _right_{name}(", 1) + "\n\n\n"
+            f"def {name}(*args, **kwargs):\n"
+            f"    result = _right_{name}(*args, **kwargs)\n"
+            "    if isinstance(result, tuple):\n"
+            "        return tuple(2 * value for value in result)\n"
+            "    return 2 * result\n")
+
+
+def _lines(cell) -> list[str]:
+    return [line for line in lab_page.output_text(cell).splitlines() if line.strip()]
+
+
+def _progress_row(page, number: str) -> str:
+    row = page.locator(".jp-RenderedMarkdown tr").filter(
+        has=page.locator("td", has_text=re.compile(rf"^{number}$")))
+    return row.inner_text()
+
+
+def _tab_labels(page) -> list[str]:
+    return page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current "
+                        ".lm-TabBar-tabLabel").all_inner_texts()
+
+
+def save_and_read(page, path):
+    """Save the notebook in view (Ctrl+S) and read the file JupyterLab wrote."""
+    before = path.stat().st_mtime_ns
+    page.keyboard.press("Escape")
+    page.keyboard.press("ControlOrMeta+s")
+    page.wait_for_function("() => { const tab = document.querySelector("
+                           "'.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current');"
+                           " return tab && !tab.classList.contains('jp-mod-dirty') }")
+    deadline = 100
+    while path.stat().st_mtime_ns == before and deadline:
+        page.wait_for_timeout(100)
+        deadline -= 1
+    return nbformat.read(path, as_version=4)
+
+
+def _errors(cell) -> list:
+    return [o for o in cell.get("outputs", []) if o.output_type == "error"]
+
+
+def _assert_only_unanswered_exercises_fail(page, path, tests: list[int]) -> None:
+    """After Run All on a fresh lesson: every code cell ran; only the test cells have an error,
+    and each shows "Exercise N is not answered yet." as its first line, without a traceback."""
+    saved = save_and_read(page, path)
+    code = [i for i, c in enumerate(saved.cells) if c.cell_type == "code"]
+    not_run = [i for i in code if not saved.cells[i].execution_count]
+    assert not not_run, f"cells {not_run} did not run"
+    failing = [i for i in code if _errors(saved.cells[i])]
+    assert failing == tests, f"cells {failing} fail, expected only the test cells {tests}"
+    cells = lab_page.cells(page)
+    for index in tests:
+        number = int(re.search(r"-ex(\d+)-", grading(saved.cells[index])["grade_id"])[1])
+        shown = _lines(cells.nth(index))
+        assert shown[0] == f"Exercise {number} is not answered yet.", shown
+        assert not lab_page.has_error(cells.nth(index)), shown
+
+
+def _run_all_to_the_end(page, notebook) -> list[int]:
+    """Run > Run All Cells, wait for the last code cell; the indices of the test cells."""
+    cells = lab_page.cells(page)
+    last_code = max(i for i, c in enumerate(notebook.cells) if c.cell_type == "code")
+    before = lab_page.execution_count(cells.nth(last_code))
+    lab_page.menu(page, "Run", "Run All Cells")
+    lab_page.wait_for_run(page, cells.nth(last_code), before, "the last code cell")
+    return [i for i, c in enumerate(notebook.cells) if grading(c).get("grade")]
+
+
+def test_make_lab_opens_the_start_page_on_the_students_own_copies(page, student_lab):
+    work = student_lab.root_dir
+    for lesson in LESSONS:  # `make lab` made the copies
+        copy = work / lesson / f"{lesson}.ipynb"
+        assert copy.read_bytes() == (REPO_ROOT / "notebooks" / lesson / f"{lesson}.ipynb").read_bytes()
+    open_in_lab(page, student_lab)
+    page.wait_for_url(re.compile(rf"/lab/tree/{START_PAGE}"))
+    view = page.locator(".jp-RenderedMarkdown").first
+    view.get_by_role("heading", name=re.compile("start here")).wait_for()
+    numbers = [cell.strip() for cell in page.locator(".jp-RenderedMarkdown tr td:first-child")
+               .all_inner_texts()]
+    assert numbers == [lesson[:2] for lesson in LESSONS]
+    assert "not started" in _progress_row(page, "01")
+    view.get_by_role("link", name="Leaf and intermediate tensors").wait_for()
+    # A tidy lab: no Nbgrader menu, no news pop-up, lesson folders readable in full, and the
+    # file browser shows the copies (no tracked notebooks/ folder).
+    menus = page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+    assert "Nbgrader" not in menus and "Run" in menus
+    page.wait_for_timeout(1500)
+    assert page.get_by_text(re.compile("Jupyter news", re.I)).count() == 0
+    items = page.locator(".jp-DirListing-item .jp-DirListing-itemText")
+    names = [n.strip() for n in items.all_inner_texts()]
+    assert set(LESSONS) <= set(names) and "notebooks" not in names and START_PAGE in names
+    truncated = items.evaluate_all("els => els.filter(e => e.scrollWidth > e.clientWidth + 1)"
+                                   ".map(e => e.textContent)")
+    assert not truncated, f"names cut short in the file browser: {truncated}"
+    screenshot(page, "student-00-start-page")
+
+
+def test_student_goes_from_the_start_page_through_lesson_01_to_lesson_02(page, student_lab):
+    work = student_lab.root_dir
+    student_file = work / NOTEBOOK
     notebook = nbformat.read(student_file, as_version=4)
     solutions = _solutions()
     answers = [i for i, c in enumerate(notebook.cells)
                if c.cell_type == "code" and grading(c).get("solution")]
-    assert answers, f"{NOTEBOOK} has no exercise"
-    first_answer = answers[0]
-    first_test = first_answer + 1
+    first_answer, first_test = answers[0], answers[0] + 1
     assert grading(notebook.cells[first_test]).get("grade"), "no test cell under the exercise"
+    answer_id = grading(notebook.cells[first_answer])["grade_id"]
+    points = [grading(c)["points"] for c in notebook.cells if grading(c).get("grade")]
 
-    # 1. Open the lesson; the kernel starts.
-    page.goto(student_lab.url(f"lab/tree/{NOTEBOOK}"))
-    lab_page.wait_for_kernel_idle(page, timeout=90_000)
+    # 1. From the start page, the first lesson's link opens the student's copy.
+    open_in_lab(page, student_lab, START_PAGE)
+    page.locator(".jp-RenderedMarkdown").get_by_role(
+        "link", name="Leaf and intermediate tensors").click()
+    lab_page.wait_for_kernel_idle(page, timeout=120_000)
+    assert _tab_labels(page) == [f"{LESSON}.ipynb"]
     cells = lab_page.cells(page)
     assert cells.count() == len(notebook.cells), "JupyterLab shows another number of cells"
     assert "raise NotImplementedError()" in cells.nth(first_answer).inner_text()
-    # Students get nbgrader's Validate button, not its instructor panels.
-    assert page.locator(".validate-button").is_visible()
+    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    assert panel.locator(".validate-button").is_visible()
     assert page.get_by_text("Create Assignment").count() == 0
     screenshot(page, "student-01-lesson-opened")
 
-    # 2. Run > Run All Cells. Run All stops at the first failing cell: the test cell under
-    #    the first (unanswered) exercise, which says what is missing.
-    lab_page.menu(page, "Run", "Run All Cells")
-    test_cell = cells.nth(first_test)
-    lab_page.wait_for_run(page, test_cell, "", "the first exercise's test cell")
-    assert lab_page.has_error(test_cell), "the unanswered exercise's test cell did not fail"
-    failure = lab_page.output_text(test_cell)
-    assert UNANSWERED_FAILURE.search(failure), failure
-    for index in range(first_test):
-        assert not lab_page.has_error(cells.nth(index)), (
-            f"cell {index} fails before any exercise:\n{lab_page.output_text(cells.nth(index))}")
+    # 2. Run All reaches the last cell: each unanswered exercise says so, without a traceback.
+    tests = _run_all_to_the_end(page, notebook)
+    _assert_only_unanswered_exercises_fail(page, work / NOTEBOOK, tests)
     lab_page.scroll_to_top(cells.nth(first_answer))
-    screenshot(page, "student-02-unanswered-exercise-fails")
+    screenshot(page, "student-02-run-all-unanswered")
 
-    # 3. Type the answer into the exercise cell, run it and its test cell (Shift+Enter twice).
-    answer_id = grading(notebook.cells[first_answer])["grade_id"]
+    # 3. A wrong answer: the check's message is the first line, the likely mistake the next.
+    test_cell = cells.nth(first_test)
+    lab_page.replace_cell_source(page, cells.nth(first_answer), _doubled(solutions[answer_id]))
+    before = lab_page.execution_count(test_cell)
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.press("Shift+Enter")
+    lab_page.wait_for_run(page, test_cell, before, "the test cell after a wrong answer")
+    lines = _lines(test_cell)
+    assert re.fullmatch(r"\S.* is not what was expected\.", lines[0]), lines
+    assert lines[1].startswith("  likely mistake: ") and "twice the expected value" in lines[1]
+    assert not any("Traceback" in line or "checks.py" in line for line in lines)
+    lab_page.scroll_to_top(test_cell)
+    docs_image(test_cell, "failing-check.png")
+    screenshot(page, "student-03-wrong-answer")
+
+    # 4. The right answer passes.
     lab_page.replace_cell_source(page, cells.nth(first_answer), solutions[answer_id])
     before = lab_page.execution_count(test_cell)
     page.keyboard.press("Shift+Enter")
     page.keyboard.press("Shift+Enter")
     lab_page.wait_for_run(page, test_cell, before, "the test cell after answering")
-    passed = lab_page.output_text(test_cell)
-    assert not lab_page.has_error(test_cell), f"the answered exercise still fails:\n{passed}"
+    assert not lab_page.has_error(test_cell)
     success_line = _printed_text(notebook.cells[first_test].source)
     if success_line:
-        assert success_line in passed, passed
-    lab_page.scroll_to_top(cells.nth(first_answer))
-    screenshot(page, "student-03-answered-exercise-passes")
+        assert _lines(test_cell) == [success_line]
 
-    # 4. Answer the other exercises too, then Run All again: every cell passes.
-    for index in answers[1:]:
+    # 5. A broken answer cell leaves the old definition behind: the test says so first. (The
+    #    answer cell's error stops what was queued after it, so the test cell runs afterwards.)
+    lab_page.replace_cell_source(page, cells.nth(first_answer), solutions[answer_id] + "\n)")
+    answer_cell = cells.nth(first_answer)
+    before = lab_page.execution_count(answer_cell)
+    page.keyboard.press("Shift+Enter")
+    lab_page.wait_for_run(page, answer_cell, before, "the broken answer cell")
+    assert "SyntaxError" in lab_page.output_text(answer_cell)
+    before = lab_page.execution_count(test_cell)
+    page.keyboard.press("Shift+Enter")
+    lab_page.wait_for_run(page, test_cell, before, "the test cell after breaking the answer")
+    notice = _lines(test_cell)[0]
+    assert notice.startswith("Note: This test checks an old version of your answer: Exercise 1's "
+                             "answer cell failed when it last ran (SyntaxError"), notice
+    lab_page.scroll_to_top(cells.nth(first_answer))
+    screenshot(page, "student-04-stale-definition")
+    lab_page.replace_cell_source(page, cells.nth(first_answer), solutions[answer_id])
+    before = lab_page.execution_count(test_cell)
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.press("Shift+Enter")
+    lab_page.wait_for_run(page, test_cell, before, "the test cell after fixing the answer")
+    assert not any(line.startswith("Note:") for line in _lines(test_cell))
+
+    # 6. Saved, the start page counts the exercise (File > Reload from Disk shows it).
+    save_and_read(page, student_file)
+    open_in_lab(page, student_lab, START_PAGE)
+    page.locator(".jp-RenderedMarkdown tr").first.wait_for()
+    expected = (f"1 of {len(points)} exercises pass ({points[0]:g} of {sum(points):g} points)")
+    assert expected in _progress_row(page, "01"), _progress_row(page, "01")
+    docs_image(page, "start-page.png")
+    screenshot(page, "student-05-start-page-progress")
+
+    # 7. Validate sums up: which exercises pass, and the points.
+    open_in_lab(page, student_lab, NOTEBOOK)
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .validate-button").click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.get_by_text(re.compile(r"Success!|failed|error", re.I)).first.wait_for(timeout=180_000)
+    result = dialog.inner_text()
+    screenshot(page, "student-06-validate-summary")
+    first = dialog.locator("pre").first.inner_text()
+    assert first.startswith("Validate ran this notebook from the top in a fresh kernel"), result
+    assert f"Result: {expected}." in first
+    assert f"  Exercise 2 ({points[1]:g} points): not answered yet" in first
+    dialog.get_by_role("button", name="Ok").click()
+
+    # 8. Every exercise answered: Run All passes everywhere and Validate says so.
+    cells = lab_page.cells(page)
+    for index in answers:
         grade_id = grading(notebook.cells[index])["grade_id"]
         lab_page.replace_cell_source(page, cells.nth(index), solutions[grade_id])
     page.keyboard.press("Escape")
-    last_code = max(i for i, c in enumerate(notebook.cells) if c.cell_type == "code")
-    before = lab_page.execution_count(cells.nth(last_code))
-    lab_page.menu(page, "Run", "Run All Cells")
-    lab_page.wait_for_run(page, cells.nth(last_code), before, "the last cell")
-    failing = [i for i in range(cells.count()) if lab_page.has_error(cells.nth(i))]
+    _run_all_to_the_end(page, notebook)
+    saved = save_and_read(page, student_file)
+    failing = [i for i, c in enumerate(saved.cells) if _errors(c)]
     assert not failing, f"cells {failing} fail with every exercise answered"
-
-    # 5. nbgrader's Validate button (it saves the notebook first) reports success.
-    page.locator(".validate-button").click()
-    dialog = page.locator(".jp-Dialog")
-    dialog.get_by_text(re.compile(r"Success!|failed|error", re.I)).first.wait_for(
-        timeout=180_000)
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .validate-button").click()
+    dialog.get_by_text(re.compile(r"Success!|failed|error", re.I)).first.wait_for(timeout=180_000)
     result = dialog.inner_text()
-    screenshot(page, "student-04-validate")
+    screenshot(page, "student-07-validate")
     assert VALIDATE_SUCCESS in result, result
     dialog.get_by_role("button", name="Ok").click()
-
-    # The saved notebook holds the typed answers, and `nbgrader validate` agrees.
     saved = nbformat.read(student_file, as_version=4)
     for index in answers:
         assert "NotImplementedError" not in saved.cells[index].source
-    validate = subprocess.run(
-        [str(VENV_BIN / "nbgrader"), "validate", str(student_file)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-        env=lab_page.venv_env())
-    assert validate.returncode == 0, validate.stdout + validate.stderr
-    assert VALIDATE_SUCCESS in validate.stdout, validate.stdout + validate.stderr
+
+    # 9. The link at the bottom opens lesson 02; its link back opens lesson 01 again.
+    following = LESSONS[1]
+    bottom = cells.nth(cells.count() - 1)
+    bottom.scroll_into_view_if_needed()
+    bottom.get_by_role("link", name=re.compile(r"^Lesson 02: .* →$")).click()
+    page.wait_for_function(f"() => [...document.querySelectorAll('.lm-TabBar-tab.lm-mod-current "
+                           f".lm-TabBar-tabLabel')].some(t => t.textContent === '{following}.ipynb')")
+    lab_page.wait_for_kernel_idle(page, timeout=120_000)
+    top = lab_page.cells(page).nth(0)
+    assert lab_page.cells(page).nth(1).locator("h1").inner_text().startswith("Lesson 02")
+    screenshot(page, "student-08-lesson-02")
+    top.get_by_role("link", name=re.compile(r"^← Lesson 01: ")).click()
+    page.wait_for_function("() => [...document.querySelectorAll('.lm-TabBar-tab.lm-mod-current "
+                           f".lm-TabBar-tabLabel')].some(t => t.textContent === '{LESSON}.ipynb')")
+    lab_page.cells(page).nth(0).get_by_role("link", name=re.compile("Start page")).click()
+    page.wait_for_function("() => [...document.querySelectorAll('.lm-TabBar-tab.lm-mod-current "
+                           f".lm-TabBar-tabLabel')].some(t => t.textContent === '{START_PAGE}')")
+    student_lab.shut_down_kernels()
+
+
+@pytest.mark.parametrize("lesson", LESSONS[1:])
+def test_run_all_reaches_the_end_of_a_fresh_lesson(page, student_lab, lesson):
+    """Lesson 01 is run through above. Every other lesson, fresh: Run All runs every cell,
+    and each unanswered exercise says so instead of stopping the run."""
+    path = f"{lesson}/{lesson}.ipynb"
+    notebook = nbformat.read(student_lab.root_dir / path, as_version=4)
+    try:
+        open_in_lab(page, student_lab, path)
+        tests = _run_all_to_the_end(page, notebook)
+        _assert_only_unanswered_exercises_fail(page, student_lab.root_dir / path, tests)
+    finally:
+        student_lab.shut_down_kernels()
+
+
+def test_make_reset_restores_a_lesson_and_keeps_the_backup(page, student_lab):
+    lesson = "03_tensor_hooks"
+    path = f"{lesson}/{lesson}.ipynb"
+    work = student_lab.root_dir
+    notebook = nbformat.read(work / path, as_version=4)
+    answer = next(i for i, c in enumerate(notebook.cells) if grading(c).get("solution"))
+    mine = "def mine():\n    return 'my own attempt'"
+    try:
+        open_in_lab(page, student_lab, path)
+        cells = lab_page.cells(page)
+        lab_page.replace_cell_source(page, cells.nth(answer), mine)
+        assert "my own attempt" in save_and_read(page, work / path).cells[answer].source
+    finally:
+        student_lab.shut_down_kernels()
+
+    done = subprocess.run(["make", "--no-print-directory", "reset", f"LESSON={lesson}",
+                           f"WORK={work}"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120, env=lab_page.venv_env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    backups = sorted((work / "backups").glob(f"{lesson}-*.ipynb"))
+    assert len(backups) == 1 and re.fullmatch(rf"{lesson}-\d{{4}}-\d\d-\d\d-\d{{6}}\.ipynb",
+                                              backups[0].name)
+    assert str(backups[0]) in done.stdout
+
+    open_in_lab(page, student_lab, path)
+    assert "raise NotImplementedError()" in lab_page.cells(page).nth(answer).inner_text()
+    backup_path = f"backups/{backups[0].name}"
+    open_in_lab(page, student_lab, backup_path)
+    assert "my own attempt" in lab_page.cells(page).nth(answer).inner_text()
+    screenshot(page, "student-09-backup-after-reset")
+    student_lab.shut_down_kernels()
+
+
+def test_a_wrong_answer_shows_its_message_first_and_a_hint_opens(page, student_lab):
+    """On the practice notebook (tests/fixtures/lab): a hint is collapsed until clicked."""
+    notebook = nbformat.read(student_lab.root_dir / PRACTICE, as_version=4)
+    hint = next(i for i, c in enumerate(notebook.cells) if "hint" in c.metadata.get("tags", []))
+    try:
+        open_in_lab(page, student_lab, PRACTICE)
+        cell = lab_page.cells(page).nth(hint)
+        first, second = cell.locator("details").nth(0), cell.locator("details").nth(1)
+        assert first.locator("summary").inner_text() == "Hint 1"
+        text = first.locator("p")
+        assert not text.is_visible()
+        first.locator("summary").click()
+        text.wait_for(state="visible")
+        assert "times the same number" in text.inner_text()
+        assert not second.locator("p").is_visible()
+        lab_page.scroll_to_top(cell)
+        screenshot(page, "student-10-hint-open")
+
+        cells = lab_page.cells(page)
+        lab_page.replace_cell_source(page, cells.nth(hint + 1), "def double(t):\n    return t")
+        test_cell = cells.nth(hint + 2)
+        page.keyboard.press("Shift+Enter")
+        page.keyboard.press("Shift+Enter")
+        lab_page.wait_for_run(page, test_cell, "", "the practice test cell")
+        assert _lines(test_cell)[:2] == ["double(t) is not what was expected.",
+                                         "  likely mistake: you returned t itself: multiply it by 2"]
+    finally:
+        student_lab.shut_down_kernels()
 
 
 def _printed_text(source: str) -> str | None:
@@ -205,6 +473,9 @@ def graded_course(tmp_path_factory):
         for lesson in DEMO_LESSONS:
             shutil.copytree(REPO_ROOT / folder / lesson, root / folder / lesson,
                             ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    (root / "scenarios").mkdir()  # the hidden checks the grader scores with
+    for lesson in DEMO_LESSONS:
+        shutil.copy2(REPO_ROOT / "scenarios" / f"{lesson}.py", root / "scenarios")
     course = Lessons(root, list(DEMO_LESSONS))
     submissions = base / "class"
     for index, lesson in enumerate(DEMO_LESSONS):

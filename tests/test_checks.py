@@ -1,9 +1,12 @@
 """The feedback checks that test cells use: they pass on right answers and explain wrong ones."""
 
+import re
+
 import pytest
 import torch
 
-from coursekit.checks import check_equal, check_is_none, check_tensor, check_true, diagnose
+from coursekit.checks import (CheckFailed, check_equal, check_is_none, check_tensor, check_true,
+                              diagnose, render_failure)
 
 
 def failure_message(check, *args, **kwargs) -> str:
@@ -85,3 +88,48 @@ def test_check_is_none_and_check_true():
     assert "y.grad is not what was expected" in failure_message(check_is_none, "y.grad", 1.0)
     check_true(True, "unused")
     assert failure_message(check_true, False, "the hook never fired") == "the hook never fired"
+
+
+# --- how a failure is shown in a notebook ------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _rendered(check, *args, **kwargs) -> list[str]:
+    """The lines IPython shows for the failure (its _render_traceback_), without colours."""
+    with pytest.raises(CheckFailed) as info:
+        check(*args, **kwargs)
+    return [ANSI.sub("", line) for line in info.value._render_traceback_()]
+
+
+def test_a_failure_is_an_assertion_error_with_the_same_message():
+    with pytest.raises(AssertionError) as info:
+        check_tensor("x.grad", torch.tensor([2.0, 4.0]), [1.0, 2.0])
+    assert isinstance(info.value, CheckFailed)
+    assert str(info.value).startswith("x.grad is not what was expected.\n  expected: [1.0, 2.0]")
+
+
+def test_a_failure_shows_its_first_line_then_the_likely_mistake_then_the_values():
+    lines = _rendered(check_tensor, "x.grad", torch.tensor([2.0, 4.0]), [1.0, 2.0])
+    assert lines[0] == "x.grad is not what was expected."
+    assert lines[1].startswith("  likely mistake: x.grad is twice the expected value")
+    assert lines.index("  expected: [1.0, 2.0]") > 1
+    # Long sentences are wrapped (JupyterLab breaks error text in the middle of words).
+    assert all(len(line) <= 88 for line in lines if "likely mistake" in line or
+               line.startswith("      "))
+    # The location is this test's call, not a frame of coursekit.
+    assert re.fullmatch(r"\(failed: the check on line \d+ of `_rendered`\)", lines[-1])
+    assert not any("checks.py" in line or "Traceback" in line for line in lines)
+
+
+def test_every_check_fails_with_check_failed():
+    assert _rendered(check_equal, "n", 4, 3)[0] == "n is not what was expected."
+    assert _rendered(check_is_none, "y.grad", 1.0)[0] == "y.grad is not what was expected."
+    assert _rendered(check_true, False, "the hook never fired")[0] == "the hook never fired"
+
+
+def test_render_failure_keeps_value_lines_as_they_are():
+    message = "t is not what was expected.\n  expected: " + "x" * 120 + "\n  likely mistake: short"
+    lines = [ANSI.sub("", line) for line in render_failure(message)]
+    assert lines == ["t is not what was expected.", "  likely mistake: short",
+                     "  expected: " + "x" * 120]

@@ -161,11 +161,13 @@ def test_exit_kill_and_memory(graded):
     # sys.exit() behaves as in Jupyter: the cell fails, the rest of the notebook runs.
     assert rows[("sys-exit", A)]["status"] == "graded"
     assert rows[("sys-exit", A)]["score"] == "1"
-    for student in ("os-exit", "killed", "kills-parent"):
+    for student in ("os-exit", "killed"):
         assert rows[(student, A)]["status"] == "error", rows[(student, A)]
         assert rows[(student, A)]["score"] == "0"
         assert "ended" in rows[(student, A)]["reason"]
     assert "SIGKILL" in rows[("killed", A)]["reason"]
+    # Its parent is the sandbox's PID 1, which ignores it: the notebook runs on and is graded.
+    assert rows[("kills-parent", A)]["status"] == "graded", rows[("kills-parent", A)]
     assert rows[("hog", A)]["status"] == "error"
     assert "memory" in rows[("hog", A)]["reason"] and "2 GiB" in rows[("hog", A)]["reason"]
 
@@ -198,7 +200,8 @@ def test_feedback_without_hidden_tests(graded):
     autograded = graded["root"] / "autograded" / "hardcoded" / A / f"{A}.ipynb"
     assert "hidden_probe_value_4242" in autograded.read_text()
     hardcoded = (out / "feedback" / "hardcoded" / f"{A}.html").read_text()
-    assert "RuntimeError" in hardcoded  # the error itself is shown, on one line
+    # The verdict is shown: which check failed, without the hidden inputs' expected values.
+    assert "1 of 2 checks passed" in hardcoded and "hidden check" in hardcoded
 
 
 def test_gradebook_matches_grades_csv(graded):
@@ -290,6 +293,7 @@ def test_a_notebook_that_kills_its_worker(graded, tmp_path):
         pool.run([{"student": "killer", "lesson": A, "notes": []},
                   {"student": "correct", "lesson": A, "notes": []}], results.append)
     by_student = {r.student_id: r for r in results}
-    assert by_student["killer"].status == "error"
-    assert "grading process died" in by_student["killer"].reason
+    # In the sandbox its parent is the namespace's PID 1, which ignores the signal: the
+    # worker lives on and both notebooks are graded.
+    assert by_student["killer"].status == "graded"
     assert by_student["correct"].status == "graded" and by_student["correct"].score == 3

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import nbformat
 import pytest
 
+from autograder.release import NAV_TAG
 from conftest import LESSONS, SPEC_EXAMPLES, read_notebook, solution_path, student_path
 from notebook_support import answer_cells, graded_cells, grading, without_hidden_tests
 
+POINTS_ADDED = re.compile(r"(?m)(?<=\S) \(\d+ points?\)$")
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 
@@ -36,15 +39,24 @@ def test_grade_ids_are_unique_and_graded_cells_have_points(lesson):
         assert meta.get("schema_version") == 3
 
 
-def test_at_least_three_exercises_each_with_answer_and_hidden_tests(lesson):
+def test_at_least_three_exercises_each_with_answer_and_hidden_checks(lesson):
+    """Hidden checks are scenarios (scenarios/<lesson>.py, never released): each exercise has a
+    visible one and a hidden one (tests/test_scenarios.py checks them)."""
+    from coursekit.scenarios import collect
+    from autograder.runner.observe import load_module
+    from autograder.release import COURSE_ROOT
     notebook = read_notebook(solution_path(lesson))
     answers, tests = answer_cells(notebook), graded_cells(notebook)
     assert len(answers) >= 3 and len(tests) >= 3, f"{lesson}: {len(answers)} answers, {len(tests)} tests"
     for cell in answers:
         assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source, \
             f"{grading(cell)['grade_id']} lacks solution markers"
+    path = COURSE_ROOT / "scenarios" / f"{lesson}.py"
+    scenarios, _ = collect(load_module(path.read_text(), str(path)))
     for cell in tests:
-        assert "### BEGIN HIDDEN TESTS" in cell.source, f"{grading(cell)['grade_id']} has no hidden tests"
+        exercise = grading(cell)["grade_id"].rsplit("-test", 1)[0]
+        mine = [s for s in scenarios if s.exercise == exercise]
+        assert any(not s.visible for s in mine), f"{exercise} has no hidden scenario"
         assert without_hidden_tests(cell.source).strip(), f"{grading(cell)['grade_id']} has no visible test"
 
 
@@ -82,9 +94,12 @@ def test_student_notebook_has_no_solution_no_hidden_test_no_output(lesson):
 
 def test_student_notebook_keeps_every_visible_test(lesson):
     solution, student = read_notebook(solution_path(lesson)), read_notebook(student_path(lesson))
-    assert len(solution.cells) == len(student.cells)
-    for theirs, ours in zip(student.cells, solution.cells):
+    # The release adds a navigation cell at the top and the bottom (tests/test_release.py).
+    released = [c for c in student.cells if NAV_TAG not in c.metadata.get("tags", [])]
+    assert len(solution.cells) == len(released)
+    for theirs, ours in zip(released, solution.cells):
         if grading(ours).get("grade"):
             assert theirs.source.rstrip() == without_hidden_tests(ours.source)
         elif not grading(ours).get("solution"):
-            assert theirs.source == ours.source
+            # ... and the points to exercise headings that do not name them.
+            assert POINTS_ADDED.sub("", theirs.source) == POINTS_ADDED.sub("", ours.source)

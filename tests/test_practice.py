@@ -11,7 +11,7 @@ from torch import nn  # noqa: E402
 
 from coursekit.practice import (  # noqa: E402
     SHAPE_NAMES, accuracy, deep_mlp, make_shapes, plot_layer_curves, plot_per_layer,
-    shape_cnn, show_images, show_overlays, tensor_bytes, train,
+    shape_cnn, show_images, show_overlays, tensor_bytes, train, watch_outputs,
 )
 
 
@@ -108,6 +108,22 @@ def test_tensor_bytes():
     assert tensor_bytes(torch.zeros(3, 4)) == 48
     assert tensor_bytes(torch.zeros(3, 4, dtype=torch.float16)) == 24
     assert tensor_bytes(torch.zeros(5, dtype=torch.int64).t()) == 40
+
+
+def test_watch_outputs_counts_outputs_kept_past_the_forward_pass():
+    torch.manual_seed(0)
+    model = deep_mlp(4, 5, 6, 3, "tanh")
+    kept = []
+    with watch_outputs(model) as honest:
+        model(torch.randn(2, 6))
+    handle = model.fc2.register_forward_hook(lambda m, a, out: kept.append(out))
+    with watch_outputs(model) as keeper:
+        model(torch.randn(2, 6))
+        model(torch.randn(2, 6))
+    handle.remove()
+    assert honest.per_pass == [0]
+    assert keeper.per_pass == [1, 1] and keeper.kept == 1  # fc2's output, once per pass
+    assert all(not m._forward_hooks for m in model.modules())
 
 
 def test_figures_have_their_axes():

@@ -56,3 +56,24 @@ def test_pasted_solutions_pass_and_blank_answers_fail(lesson, tmp_path):
     assert not failures, f"{lesson} with the solutions pasted in has failing cells: {failures}"
     for test_cell in student.cells[pasted_count + 1::2]:
         assert errors_of(test_cell), f"{grading(test_cell)['grade_id']} passes with a blank answer"
+
+
+def test_nbgrader_scores_unanswered_exercises_zero_despite_the_run_all_tag(tmp_path):
+    """The release tags test cells `raises-exception` so that JupyterLab's Run All goes on;
+    nbgrader's executor (as `nbgrader autograde` and Validate run it) allows errors in every cell
+    anyway and keeps them, so each unanswered exercise still scores 0."""
+    from nbgrader.preprocessors import Execute
+    from nbgrader.utils import determine_grade
+
+    lesson = "03_tensor_hooks"  # a quick one
+    student = read_notebook(student_path(lesson))
+    tests = [c for c in student.cells if grading(c).get("grade")]
+    assert tests and all("raises-exception" in c.metadata.get("tags", []) for c in tests)
+    Execute(timeout=300).preprocess(student, {"metadata": {"path": str(tmp_path)}})
+    assert all(c.execution_count for c in student.cells if c.cell_type == "code"), \
+        "execution stopped before the end"
+    for cell in tests:
+        assert determine_grade(cell) == (0, grading(cell)["points"]), grading(cell)["grade_id"]
+        error = next(o for o in cell.outputs if o.output_type == "error")
+        assert error.ename == "NotImplementedError"
+        assert "is not written yet" in error.traceback[0], error.traceback

@@ -1,0 +1,247 @@
+"""Grades out of nbgrader's gradebook, in a learning system's own import format.
+
+`python -m autograder export --to canvas|moodle|csv` reads the course's gradebook.db with
+nbgrader's API, so grades given by hand in the formgrader (a manual score overrides the
+autograder's) and late penalties (nbgrader's, from timestamp.txt and the lesson's due date)
+are in it. A lesson's score is nbgrader's own: `max(0, score - late penalty)`.
+
+- canvas: Canvas's gradebook import CSV. Columns `Student, ID, SIS User ID, SIS Login ID,
+  Section`, then one per lesson; the second row is `    Points Possible` with each lesson's
+  points, as Canvas writes it in its own export (its importer skips that row). `Student` is
+  `Last, First`; `ID` is the Canvas user id (from a Canvas export that was graded, or the
+  roster's `lms_id`); `SIS User ID`, `SIS Login ID` and `Section` come from the roster's
+  columns of those names, and `SIS Login ID` is the student id when nothing else identifies
+  the student.
+- moodle: Moodle's grade import CSV (Grades > Import > CSV file). Columns `First name,
+  Last name, ID number, Email address`, then one per lesson; map `Email address` (or
+  `ID number`, the roster's `idnumber` or else the student id) to the user at import.
+- csv: one row per student and lesson: `student_id, first_name, last_name, email,
+  lms_user_id, lesson, raw_score, late_penalty, score, max_score, needs_manual_grade,
+  timestamp`.
+
+A lesson a student has no submission of is left empty (an LMS then leaves its grade as it is),
+or 0 with `--missing zero`. `--column LESSON=HEADER` names a lesson's column (for Canvas, the
+title of an existing assignment with its id, e.g. `Lesson 1 (12345)`).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.release import COURSE_ROOT, lessons as course_lessons
+from autograder.submissions import Roster, one_line
+
+FORMATS = ("canvas", "moodle", "csv")
+CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+CANVAS_POINTS = "    Points Possible"
+MOODLE_HEADER = ["First name", "Last name", "ID number", "Email address"]
+CSV_HEADER = ["student_id", "first_name", "last_name", "email", "lms_user_id", "lesson",
+              "raw_score", "late_penalty", "score", "max_score", "needs_manual_grade",
+              "timestamp"]
+
+
+@dataclass
+class Score:
+    raw: float
+    penalty: float
+    max_score: float
+    needs_manual_grade: bool = False
+    timestamp: str = ""
+
+    @property
+    def score(self) -> float:
+        return max(0.0, self.raw - self.penalty)
+
+
+@dataclass
+class Student:
+    id: str
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    lms_user_id: str = ""
+    scores: dict[str, Score] = field(default_factory=dict)  # lesson -> its submission's
+
+
+@dataclass
+class Grades:
+    lessons: list[tuple[str, float]]  # (lesson, points) in the course's order
+    students: list[Student]
+
+
+def number(value: float) -> str:
+    """A score as the LMSs read it: `3`, `2.5`, `0.33` (two decimals at most, a dot)."""
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value == value else ""
+
+
+def read_grades(course_root: Path = COURSE_ROOT, lessons: list[str] | None = None,
+                roster: Roster | None = None) -> Grades:
+    """Every student and lesson of the course's gradebook (and the roster's students)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder.nbgrader_inproc import course_config
+
+    root = Path(course_root).resolve()
+    config = course_config(root)
+    db_url = config.CourseDirectory.db_url
+    path = Path(db_url[len("sqlite:///"):]) if db_url.startswith("sqlite:///") else None
+    if path is not None and not path.is_file():
+        raise FileNotFoundError(f"there is no gradebook at {path}: grade a class first "
+                                "(`make grade SUBMISSIONS=...`)")
+    order = {name: i for i, name in enumerate(course_lessons(root))}
+    with Gradebook(db_url, config.CourseDirectory.course_id) as gb:
+        assignments = sorted(gb.assignments, key=lambda a: (order.get(a.name, 1 << 20), a.name))
+        known = [a.name for a in assignments]
+        unknown = [name for name in lessons or [] if name not in known]
+        if unknown:
+            raise ValueError(f"the gradebook has no lesson {', '.join(unknown)} (it has "
+                             f"{', '.join(known) or 'none'})")
+        chosen = [a for a in assignments if not lessons or a.name in lessons]
+        students = {}
+        for record in gb.students:
+            student = Student(id=record.id, first_name=record.first_name or "",
+                              last_name=record.last_name or "", email=record.email or "",
+                              lms_user_id=record.lms_user_id or "")
+            for assignment in chosen:
+                try:
+                    submission = gb.find_submission(assignment.name, record.id)
+                except MissingEntry:
+                    continue
+                student.scores[assignment.name] = Score(
+                    raw=float(submission.score or 0.0),
+                    penalty=float(submission.late_submission_penalty or 0.0),
+                    max_score=float(submission.max_score or assignment.max_score or 0.0),
+                    needs_manual_grade=bool(submission.needs_manual_grade),
+                    timestamp=str(submission.timestamp or ""))
+            students[record.id] = student
+        points = [(a.name, float(a.max_score or 0.0)) for a in chosen]
+    for entry in (roster.entries.values() if roster else ()):
+        student = students.setdefault(entry.id, Student(id=entry.id))
+        student.first_name = entry.first_name or student.first_name
+        student.last_name = entry.last_name or student.last_name
+        student.email = entry.email or student.email
+        student.lms_user_id = entry.lms_id or student.lms_user_id
+    return Grades(lessons=points, students=[students[key] for key in sorted(students)])
+
+
+def _cell(student: Student, lesson: str, missing: str) -> str:
+    score = student.scores.get(lesson)
+    if score is None:
+        return "0" if missing == "zero" else ""
+    return number(score.score)
+
+
+def canvas_rows(grades: Grades, headers: dict[str, str], roster: Roster | None,
+                missing: str) -> list[list[str]]:
+    rows = [CANVAS_HEADER + [headers.get(name, name) for name, _ in grades.lessons],
+            [CANVAS_POINTS, "", "", "", ""] + [number(points) for _, points in grades.lessons]]
+    for student in grades.students:
+        extra = roster.entries[student.id].extra if roster and student.id in roster.entries \
+            else {}
+        if student.last_name and student.first_name:
+            name = f"{student.last_name}, {student.first_name}"
+        else:
+            name = student.last_name or student.first_name or student.id
+        canvas_id = student.lms_user_id if student.lms_user_id.isdigit() else ""
+        sis_user = extra.get("sis_user_id", "")
+        login = extra.get("sis_login_id", "") or ("" if canvas_id or sis_user else student.id)
+        rows.append([name, canvas_id, sis_user, login, extra.get("section", "")]
+                    + [_cell(student, lesson, missing) for lesson, _ in grades.lessons])
+    return rows
+
+
+def moodle_rows(grades: Grades, headers: dict[str, str], roster: Roster | None,
+                missing: str) -> list[list[str]]:
+    rows = [MOODLE_HEADER + [headers.get(name, name) for name, _ in grades.lessons]]
+    for student in grades.students:
+        extra = roster.entries[student.id].extra if roster and student.id in roster.entries \
+            else {}
+        idnumber = extra.get("idnumber") or extra.get("id_number") or student.id
+        rows.append([student.first_name, student.last_name, idnumber, student.email]
+                    + [_cell(student, lesson, missing) for lesson, _ in grades.lessons])
+    return rows
+
+
+def csv_rows(grades: Grades, headers: dict[str, str], roster: Roster | None,
+             missing: str) -> list[list[str]]:
+    rows = [list(CSV_HEADER)]
+    for student in grades.students:
+        for lesson, points in grades.lessons:
+            score = student.scores.get(lesson)
+            person = [student.id, student.first_name, student.last_name, student.email,
+                      student.lms_user_id, headers.get(lesson, lesson)]
+            if score is None:
+                empty = "0" if missing == "zero" else ""
+                rows.append(person + [empty, empty, empty, number(points), "", ""])
+            else:
+                rows.append(person + [number(score.raw), number(score.penalty),
+                                      number(score.score), number(score.max_score),
+                                      "yes" if score.needs_manual_grade else "no",
+                                      score.timestamp])
+    return rows
+
+
+def parse_columns(items: list[str] | None) -> dict[str, str]:
+    """`LESSON=HEADER` items as {lesson: header}."""
+    headers = {}
+    for item in items or []:
+        lesson, sep, header = item.partition("=")
+        if not sep or not lesson.strip() or not header.strip():
+            raise ValueError(f"--column {item!r}: write it as LESSON=HEADER, e.g. "
+                             "01_leaf_and_intermediate='Lesson 1 (12345)'")
+        headers[lesson.strip()] = one_line(header.strip(), 200)
+    return headers
+
+
+@dataclass
+class Exported:
+    path: Path
+    students: int
+    lessons: int
+    warnings: list[str]
+
+
+def export(to: str, out: Path, course_root: Path = COURSE_ROOT,
+           lessons: list[str] | None = None, roster: Roster | None = None,
+           columns: dict[str, str] | None = None, missing: str = "blank") -> Exported:
+    """Write the gradebook's grades to `out` in the format `to` (one of FORMATS)."""
+    if to not in FORMATS:
+        raise ValueError(f"unknown format {to!r} (choose from {', '.join(FORMATS)})")
+    if missing not in ("blank", "zero"):
+        raise ValueError(f"--missing {missing!r}: blank or zero")
+    columns = columns or {}
+    grades = read_grades(course_root, lessons, roster)
+    strays = sorted(set(columns) - {name for name, _ in grades.lessons})
+    if strays:
+        raise ValueError(f"--column names lessons not exported: {', '.join(strays)}")
+    make = {"canvas": canvas_rows, "moodle": moodle_rows, "csv": csv_rows}[to]
+    rows = make(grades, columns, roster, missing)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([[cell if cell == CANVAS_POINTS else one_line(cell, 500)
+                                       for cell in row] for row in rows])
+    warnings = []
+    manual = [f"{s.id}/{lesson}" for s in grades.students for lesson, score in s.scores.items()
+              if score.needs_manual_grade]
+    if manual:
+        warnings.append(f"{len(manual)} submissions still need manual grading in the "
+                        f"formgrader ({', '.join(manual[:5])}{' ...' if len(manual) > 5 else ''}); "
+                        "their autograded scores were exported.")
+    if to == "moodle":
+        without = [s.id for s in grades.students if not s.email]
+        if without:
+            warnings.append(f"{len(without)} students have no email in the gradebook "
+                            f"({', '.join(without[:5])}{' ...' if len(without) > 5 else ''}): "
+                            "map `ID number` at import, or grade with --roster (id,name,email) "
+                            "to record their emails.")
+    if to == "canvas":
+        without = [s.id for s in grades.students if not s.lms_user_id.isdigit()]
+        if without and len(without) == len(grades.students):
+            warnings.append("No Canvas user ids are known (the class was not read from a "
+                            "Canvas export, and the roster has no lms_id column): Canvas "
+                            "will match students by SIS Login ID, which is the student id.")
+    return Exported(path=out, students=len(grades.students), lessons=len(grades.lessons),
+                    warnings=warnings)

@@ -1,0 +1,350 @@
+"""The runner host: a warm process that forks one confined process per notebook.
+
+A grading worker starts this program (`python -s -B -m autograder.runner.host FD CONFIG`) as
+a new program, so the host's memory holds nothing of the grader's: no hidden scenarios, no
+course secret, no gradebook, no other student's notebook. It imports torch and what the
+lessons import once, then serves requests that come on the socket FD, one at a time:
+
+    {"cells": [[index, source], ...], "prologue": N, "timeout": s, "max_lines": n,
+     "files_from": folder or null, "observe": {"source", "filename", "runs", "mistakes"}}
+
+each with two descriptors: the write end of the notebook's own events pipe, and the write end
+of a control pipe. For each request it forks a process that confines itself
+(`autograder.runner.sandbox`), runs the cells, then the requested scenarios, reporting each
+on the events pipe (`autograder.runner.shell`); on the control pipe the host says which process
+it forked ("forked") and how it ended ("exited", with "oom" when its cgroup ran out of
+memory).
+
+With "prologue": N > 0 the first N cells are the lesson's own worked examples, unchanged (the
+grader sends N > 0 only then): they run once, in a zygote process forked from the host, and
+each such notebook's process is forked from the zygote and runs only the rest. A zygote runs
+only the course's own code; the notebooks forked from it confine themselves before running
+any of theirs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from collections import OrderedDict
+
+from autograder.runner import shell
+from autograder.runner.observe import load_module, run_scenarios
+from autograder.runner.sandbox import Cgroup, Policy, confine
+
+MAX_ZYGOTES = 2
+ZYGOTE_START_SECONDS_PER_CELL = 5.0
+
+
+class Host:
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.sandbox = bool(config.get("sandbox", True))
+        self.memory_limit = int(config.get("memory_limit", 0))
+        self.max_processes = int(config.get("max_processes", 64))
+        self.threads = int(config.get("threads", 1))
+        self.readonly = list(config.get("readonly", []))
+        self.scratch = tempfile.mkdtemp(prefix="autograder-host-")
+        os.chmod(self.scratch, 0o755)
+        self.zygotes: OrderedDict[str, Zygote] = OrderedDict()
+        self.count = 0
+
+    def policy(self, files_from: str | None) -> Policy:
+        root = os.path.join(self.scratch, "root")
+        os.makedirs(root, exist_ok=True)
+        return Policy(readonly=self.readonly, files_from=files_from, root_dir=root,
+                      memory_limit=self.memory_limit, max_processes=self.max_processes)
+
+    def serve(self, sock: socket.socket) -> None:
+        buffer, fds = b"", []
+        while True:
+            data, received, _, _ = socket.recv_fds(sock, 1 << 22, 8)
+            fds += received
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                request = json.loads(line)
+                events, control = fds.pop(0), fds.pop(0)
+                try:
+                    self.handle(request, events, control)
+                except Exception:  # noqa: BLE001 (report and serve the next one)
+                    _send(control, {"event": "failed", "detail": traceback.format_exc()})
+                finally:
+                    os.close(events)
+                    os.close(control)
+
+    def handle(self, request: dict, events: int, control: int) -> None:
+        prologue = int(request.get("prologue") or 0)
+        cells = [tuple(c) for c in request["cells"]]
+        if prologue > 0:
+            zygote = self.zygote(cells[:prologue], request)
+            if zygote is not None and zygote.ok:
+                _send(control, {"event": "prologue", "executed": zygote.executed})
+                if zygote.run(dict(request, cells=cells[prologue:]), events, control):
+                    return
+                self.zygotes.pop(zygote.key, None)
+                zygote.close()
+                _send(control, {"event": "prologue-lost"})
+        spawn(self, request, cells, events, control)
+
+    def zygote(self, prologue: list, request: dict) -> "Zygote | None":
+        key = hashlib.sha256(json.dumps([prologue, request.get("timeout"),
+                                         request.get("max_lines")]).encode()).hexdigest()
+        zygote = self.zygotes.get(key)
+        if zygote is None:
+            while len(self.zygotes) >= MAX_ZYGOTES:
+                self.zygotes.popitem(last=False)[1].close()
+            zygote = Zygote(self, key, prologue, request)
+            if not zygote.ok:
+                return None
+            self.zygotes[key] = zygote
+        self.zygotes.move_to_end(key)
+        return zygote
+
+
+def _send(fd: int, message: dict) -> None:
+    data = (json.dumps(message) + "\n").encode()
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError:
+        pass
+
+
+def spawn(host: Host, request: dict, cells: list, events: int, control: int,
+          forked_from_zygote: bool = False) -> None:
+    """Fork the notebook's process (confined), report it, wait for it, report its end."""
+    host.count += 1
+    cgroup = None
+    if host.sandbox:
+        cgroup = Cgroup.create(f"autograder-{os.getpid()}-{host.count}", host.memory_limit,
+                               host.max_processes)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the notebook's process, measured through the tests)
+        _notebook_main(host, request, cells, events, cgroup, forked_from_zygote)
+    _send(control, {"event": "forked", "pid": pid})
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    oom = bool(cgroup and cgroup.out_of_memory())
+    if cgroup is not None:
+        cgroup.remove()
+    _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom})
+
+
+def _notebook_main(host: Host, request: dict, cells: list, events: int, cgroup,
+                   forked_from_zygote: bool) -> None:
+    code = 0
+    try:
+        shell.close_inherited((events,))
+        channel = shell.Channel(events)
+        if host.sandbox:
+            confine(host.policy(request.get("files_from")), cgroup)
+        else:
+            os.setsid()
+            workdir = tempfile.mkdtemp(prefix="autograder-nosandbox-")
+            if request.get("files_from"):
+                import shutil
+                shutil.copytree(request["files_from"], workdir, dirs_exist_ok=True)
+            os.chdir(workdir)
+            import resource
+            if host.memory_limit > 0:
+                resource.setrlimit(resource.RLIMIT_AS, (host.memory_limit, host.memory_limit))
+        os.environ.clear()
+        os.environ.update({"HOME": "/home/student", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+                           "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
+                           "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+                           "PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin"})
+        tempfile.tempdir = None  # found again, from TMPDIR
+        shell.enter_process(host.threads)
+        captures = shell.capture_output()
+        shell.enter_folder(os.getcwd())
+        timeout = float(request["timeout"])
+        outcome = shell.run_here(cells, channel, timeout, int(request["max_lines"]), captures)
+        observe = request.get("observe")
+        if outcome == "ok" and observe:
+            shell._recorder = None  # nothing printed from here on is reported
+            channel.send({"event": "observing"})
+            module = load_module(observe["source"], observe.get("filename", "<scenarios>"))
+            from IPython.core.interactiveshell import InteractiveShell
+            namespace = InteractiveShell.instance().user_ns
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            try:
+                outcomes = run_scenarios(module, namespace,
+                                         [tuple(r) for r in observe["runs"]],
+                                         mistakes=bool(observe.get("mistakes")))
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            channel.send({"event": "observations", "outcomes": outcomes})
+        channel.send({"event": "end"})
+    except BaseException:  # noqa: BLE001 (report anything, then leave)
+        code = 70
+        try:
+            os.write(events, (json.dumps({"event": "crash", "detail": traceback.format_exc()})
+                              + "\n").encode())
+        except OSError:
+            pass
+    finally:
+        os._exit(code)
+
+
+class Zygote:
+    """A process forked from the host that has run a lesson's worked examples (the course's own
+    code) and forks each notebook that shares them."""
+
+    def __init__(self, host: Host, key: str, prologue: list, request: dict) -> None:
+        self.host, self.key, self.ok, self.executed = host, key, False, []
+        self.scratch = tempfile.mkdtemp(prefix="autograder-prologue-", dir=host.scratch)
+        ours, theirs = socket.socketpair()
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (measured through the tests)
+            ours.close()
+            os.close(read_fd)
+            _zygote_main(host, prologue, request, self.scratch, theirs, write_fd)
+        theirs.close()
+        os.close(write_fd)
+        self.pid, self.sock = pid, ours
+        limit = time.monotonic() + len(prologue) * ZYGOTE_START_SECONDS_PER_CELL + \
+            float(request["timeout"])
+        report = _read_until(read_fd, "prologue", limit)
+        os.close(read_fd)
+        if report is None or report.get("outcome") != "ok" or not report.get("clean"):
+            self.close()
+            return
+        self.executed = report.get("executed", [])
+        self.ok = True
+
+    def run(self, request: dict, events: int, control: int) -> bool:
+        """Have the zygote fork the notebook's process; False if the zygote has gone."""
+        try:
+            socket.send_fds(self.sock, [(json.dumps(request) + "\n").encode()],
+                            [events, control])
+            ready = self.sock.recv(1)  # one byte when the notebook's process has ended
+        except OSError:
+            return False
+        return ready == b"."
+
+    def close(self) -> None:
+        self.ok = False
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (OSError, ChildProcessError):
+            pass
+
+
+def _read_until(fd: int, event: str, deadline: float) -> dict | None:
+    import select
+    buffer = b""
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], wait)
+        if not ready:
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return None
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if message.get("event") == event:
+                return message
+
+
+def _zygote_main(host: Host, prologue: list, request: dict, scratch: str,
+                 sock: socket.socket, report_fd: int) -> None:
+    code = 0
+    try:
+        shell.close_inherited((sock.fileno(), report_fd))
+        os.setsid()
+        import resource
+        if host.memory_limit > 0:
+            resource.setrlimit(resource.RLIMIT_AS, (host.memory_limit, host.memory_limit))
+        shell.enter_process(host.threads)
+        captures = shell.capture_output()
+        shell.enter_folder(scratch)
+        before = sorted(os.listdir(scratch))
+        collected = _Collect()
+        outcome = shell.run_here(prologue, collected, float(request["timeout"]),
+                                 int(request["max_lines"]), captures)
+        clean = sorted(os.listdir(scratch)) == before
+        shell.Channel(report_fd).send({"event": "prologue", "outcome": outcome,
+                                       "clean": clean, "executed": collected.done})
+        os.close(report_fd)
+        if outcome != "ok" or not clean:
+            return
+        # Fresh capture files for each notebook: nothing of the prologue's is re-read.
+        buffer, fds = b"", []
+        while True:
+            data, received, _, _ = socket.recv_fds(sock, 1 << 22, 8)
+            fds += received
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                request = json.loads(line)
+                events, control = fds.pop(0), fds.pop(0)
+                spawn(host, request, [tuple(c) for c in request["cells"]], events, control,
+                      forked_from_zygote=True)
+                os.close(events)
+                os.close(control)
+                sock.sendall(b".")
+    except BaseException:  # noqa: BLE001
+        code = 70
+    finally:
+        os._exit(code)
+
+
+class _Collect:
+    """A channel that keeps the prologue's "done" messages (the outputs of its cells)."""
+
+    def __init__(self) -> None:
+        self.done: list[dict] = []
+
+    def send(self, message: dict) -> None:
+        if message.get("event") == "done":
+            self.done.append(message)
+
+
+def main(argv: list[str]) -> int:
+    fd, config = int(argv[0]), json.loads(argv[1])
+    sock = socket.socket(fileno=fd)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    shell.prepare(config.get("preload", []))
+    host = Host(config)
+    sock.sendall(b"ready\n")
+    try:
+        host.serve(sock)
+    finally:
+        for zygote in list(host.zygotes.values()):
+            zygote.close()
+        import shutil
+        shutil.rmtree(host.scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,498 @@
+"""Confine the process that runs a submission: namespaces, a private filesystem, limits.
+
+`confine(policy)` is called in a freshly forked, single-threaded child (it keeps the warm
+state of the process it was forked from: torch and the course's modules are already
+imported). It returns in a new process, the only child of PID 1 of its own PID namespace, that
+
+- has its own user namespace, as an unprivileged uid (1000) mapped to `nobody` when the grader
+  runs as root, or to the grader's own uid otherwise; no capabilities, no new privileges;
+- has its own network namespace (no interface but a loopback that is down), IPC and UTS
+  namespaces;
+- sees a filesystem made for it: an empty root (tmpfs, read-only) holding read-only bind
+  mounts of the Python environment and the system libraries, a fresh /proc of its own PID
+  namespace, a minimal /dev, and writable tmpfs folders for /tmp and its working folder
+  (capped in size, gone when it ends). Nothing of the course root but the folders named in the
+  policy (the virtual environment, the course's shared package);
+- has limits: its whole process tree in a memory and pids cgroup where the machine allows one
+  (cgroup v1 as root, or a delegated cgroup v2), and per process RLIMIT_AS, RLIMIT_NPROC
+  (counted per user namespace), RLIMIT_FSIZE, RLIMIT_CORE.
+
+The forked child itself (C1) stays outside the new PID namespace, waits for the namespace's
+PID 1 (C2, which only reaps) and exits with its status; C2 ends when the notebook's process
+(C3) ends, and then the kernel kills every process left in the namespace, so nothing a notebook
+starts outlives it. This module uses only the standard
+library, so it can be tested on its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import platform
+import resource
+import shutil
+import signal
+import stat
+import sys
+from dataclasses import dataclass, field
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
+
+_SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126},
+             "aarch64": {"pivot_root": 41, "capset": 91}}
+
+INSIDE_UID = 1000
+NOBODY = 65534
+GiB = 1 << 30
+MiB = 1 << 20
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be set up."""
+
+
+def _check(result: int, what: str) -> int:
+    if result != 0 and result == -1:
+        err = ctypes.get_errno()
+        raise SandboxError(f"{what}: {os.strerror(err)} (errno {err})")
+    return result
+
+
+def _syscall(name: str, *args) -> int:
+    number = _SYSCALLS.get(platform.machine(), {}).get(name)
+    if number is None:
+        raise SandboxError(f"no syscall number for {name} on {platform.machine()}")
+    return _libc.syscall(ctypes.c_long(number), *args)
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags),
+                       enc(data)), f"mount {target}")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# Cgroups: one per notebook, for the memory and the number of processes of its whole tree
+
+class Cgroup:
+    """A cgroup for one notebook's process tree: v1 (memory and pids controllers, as root) or
+    v2 (a delegated subtree with the memory and pids controllers enabled)."""
+
+    def __init__(self, paths: dict[str, str], version: int) -> None:
+        self.paths, self.version = paths, version
+
+    @staticmethod
+    def base() -> tuple[int, dict[str, str]] | None:
+        """Where this process may create child cgroups: (version, {controller: folder})."""
+        try:
+            lines = open("/proc/self/cgroup").read().splitlines()
+        except OSError:
+            return None
+        v1 = {}
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            for name in controllers.split(","):
+                if name in ("memory", "pids"):
+                    folder = f"/sys/fs/cgroup/{name}{path}"
+                    if os.path.isdir(folder) and os.access(folder, os.W_OK):
+                        v1[name] = folder
+        if set(v1) == {"memory", "pids"}:
+            return 1, v1
+        for line in lines:
+            if line.startswith("0::"):
+                for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                    folder = root + line[3:].rstrip("/")
+                    try:
+                        enabled = open(f"{folder}/cgroup.subtree_control").read().split()
+                    except OSError:
+                        continue
+                    if {"memory", "pids"} <= set(enabled) and os.access(folder, os.W_OK):
+                        return 2, {"unified": folder}
+        return None
+
+    @classmethod
+    def create(cls, name: str, memory: int, pids: int) -> "Cgroup | None":
+        found = cls.base()
+        if found is None:
+            return None
+        version, bases = found
+        paths = {}
+        try:
+            for key, folder in bases.items():
+                path = os.path.join(folder, name)
+                os.makedirs(path, exist_ok=True)
+                paths[key] = path
+            group = cls(paths, version)
+            if version == 1:
+                if memory > 0:
+                    _write(f"{paths['memory']}/memory.limit_in_bytes", str(memory))
+                    if os.path.exists(f"{paths['memory']}/memory.memsw.limit_in_bytes"):
+                        _write(f"{paths['memory']}/memory.memsw.limit_in_bytes", str(memory))
+                _write(f"{paths['pids']}/pids.max", str(pids))
+            else:
+                if memory > 0:
+                    _write(f"{paths['unified']}/memory.max", str(memory))
+                    if os.path.exists(f"{paths['unified']}/memory.swap.max"):
+                        _write(f"{paths['unified']}/memory.swap.max", "0")
+                _write(f"{paths['unified']}/pids.max", str(pids))
+            return group
+        except OSError:
+            for path in paths.values():
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    pass
+            return None
+
+    def add(self, pid: int = 0) -> None:
+        for path in self.paths.values():
+            _write(f"{path}/cgroup.procs", str(pid or os.getpid()))
+
+    def out_of_memory(self) -> bool:
+        """Whether the kernel killed a process of the group for memory."""
+        try:
+            if self.version == 1:
+                text = open(f"{self.paths['memory']}/memory.oom_control").read()
+            else:
+                text = open(f"{self.paths['unified']}/memory.events").read()
+        except OSError:
+            return False
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit() and int(value) > 0:
+                return True
+        return False
+
+    def pids(self) -> list[int]:
+        found = set()
+        for path in self.paths.values():
+            try:
+                found |= {int(p) for p in open(f"{path}/cgroup.procs").read().split()}
+            except OSError:
+                pass
+        return sorted(found)
+
+    def remove(self) -> None:
+        """Kill whatever is left in the group and remove it."""
+        for _ in range(50):
+            left = self.pids()
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            import time
+            time.sleep(0.01)
+        for path in self.paths.values():
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
+# --------------------------------------------------------------------------------------------
+# The policy and the confinement
+
+@dataclass
+class Policy:
+    """What a confined notebook may see and use."""
+
+    readonly: list[str] = field(default_factory=list)  # host folders bound read-only
+    workdir: str = "/home/student/work"  # its working folder (tmpfs), the cwd
+    home: str = "/home/student"
+    files_from: str | None = None  # a host folder whose files are copied into workdir
+    tmp_bytes: int = 256 * MiB  # size of the writable tmpfs folders, each
+    memory_limit: int = 4 * GiB  # address space per process (RLIMIT_AS); 0: none
+    max_processes: int = 64  # processes and threads of the notebook's uid in its namespace
+    max_file_bytes: int = 256 * MiB
+    root_dir: str = ""  # an empty host folder to build the new root on (made if missing)
+    hostname: str = "sandbox"
+
+
+def python_paths() -> list[str]:
+    """The folders this Python needs: its prefixes and every folder on sys.path."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths |= {p for p in sys.path if p and os.path.isdir(p)}
+    return sorted(paths)
+
+
+_SYSTEM = ["/usr", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+           "/etc/fonts", "/etc/localtime", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
+           "/etc/mime.types", "/etc/ssl/certs", "/etc/alternatives"]
+_DEVICES = ["null", "zero", "full", "random", "urandom"]
+
+
+def check_available() -> str | None:
+    """None when this machine can confine notebooks; otherwise what is missing and what to do."""
+    if not sys.platform.startswith("linux"):
+        return "The sandbox needs Linux (user, PID, mount and network namespaces)."
+    if platform.machine() not in _SYSCALLS:
+        return f"The sandbox does not know this processor ({platform.machine()})."
+    import tempfile
+    root = tempfile.mkdtemp(prefix="autograder-probe-")
+    os.chmod(root, 0o755)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (measured by the exit status)
+        code = 1
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            confine(Policy(root_dir=root, memory_limit=0))
+            code = 0 if os.getuid() == INSIDE_UID and os.path.isdir("/proc/self") else 1
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    try:
+        os.rmdir(root)
+    except OSError:
+        pass
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return None
+    hints = []
+    try:
+        if int(open("/proc/sys/user/max_user_namespaces").read()) == 0:
+            hints.append("user namespaces are disabled: "
+                         "`sudo sysctl -w user.max_user_namespaces=15000`")
+    except (OSError, ValueError):
+        pass
+    try:
+        if open("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").read().strip() == "1":
+            hints.append("AppArmor restricts unprivileged user namespaces (as Ubuntu 24.04 "
+                         "does): `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`"
+                         ", or give this Python an AppArmor profile that allows `userns,`")
+    except OSError:
+        pass
+    try:
+        if open("/proc/sys/kernel/unprivileged_userns_clone").read().strip() == "0":
+            hints.append("`sudo sysctl -w kernel.unprivileged_userns_clone=1`")
+    except OSError:
+        pass
+    hint = "; ".join(hints) or ("allow user namespaces for this user (in a container, run it "
+                                "with user namespaces allowed, e.g. Docker's "
+                                "`--security-opt seccomp=unconfined`)")
+    return ("This machine does not let the grader create the namespaces its sandbox needs "
+            f"(user, mount, PID, network): {hint}. Or grade with --no-sandbox, which is as "
+            "unsafe as plain nbgrader.")
+
+
+def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
+    """Confine this freshly forked, single-threaded process (see the module's doc). Returns
+    in the confined process (the child of PID 1 of its namespace); the calling process never
+    returns: it waits and exits with the confined process's status.
+
+    As root, the filesystem view is built first, in a mount namespace of the machine's own user
+    namespace (so root can reach every folder it binds); then the process becomes `nobody` and
+    enters a new user namespace, which copies those mounts in locked: read-only there cannot be
+    undone. As an ordinary user, a first user namespace (mapping the user to 0) builds the view
+    and a second, nested one confines; its mounts are locked the same way."""
+    os.setsid()
+    if cgroup is not None:
+        cgroup.add()
+    uid, gid = os.geteuid(), os.getegid()
+    if uid == 0:
+        _check(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
+        owner = NOBODY
+    else:
+        _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare a user namespace")
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"0 {uid} 1")
+        _write("/proc/self/gid_map", f"0 {gid} 1")
+        owner = 0
+    _build_root(policy, owner)
+    if uid == 0:  # never run a notebook as root, in any namespace: become nobody first
+        os.setgroups([])
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)
+        _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # so that it may write its own maps
+    outer_uid, outer_gid = os.geteuid(), os.getegid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET
+                         | CLONE_NEWIPC | CLONE_NEWUTS), "unshare the namespaces")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{INSIDE_UID} {outer_uid} 1")
+    _write("/proc/self/gid_map", f"{INSIDE_UID} {outer_gid} 1")
+    child = os.fork()
+    if child:  # C1: wait for the confined process, then leave with its status
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        while True:
+            try:
+                _, status = os.waitpid(child, 0)
+                break
+            except InterruptedError:
+                continue
+        if os.WIFSIGNALED(status):
+            os._exit(128 + os.WTERMSIG(status))
+        os._exit(os.WEXITSTATUS(status))
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    try:
+        _enter_root(policy)
+        _limit(policy)
+        _drop_privileges()
+    except BaseException as err:  # noqa: BLE001
+        os.write(2, f"sandbox: {err}\n".encode())
+        os._exit(71)
+    # This process is PID 1 of the namespace: it only reaps, and the notebook runs in its
+    # child (a PID 1 ignores the signals its own namespace sends it, a notebook must not).
+    notebook = os.fork()
+    if notebook:
+        code = 0
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break
+            if pid == notebook:
+                code = (128 + os.WTERMSIG(status)) if os.WIFSIGNALED(status) \
+                    else os.WEXITSTATUS(status)
+                break
+        os._exit(code)  # the kernel ends every process left in the namespace
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _bind(source: str, target: str, readonly: bool = True) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            open(target, "w").close()
+    _mount(source, target, None, MS_BIND | MS_REC)
+    if readonly:
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID
+        info = os.statvfs(source)
+        if info.f_flag & os.ST_NODEV:
+            flags |= MS_NODEV
+        if info.f_flag & os.ST_NOEXEC:
+            flags |= MS_NOEXEC
+        _mount(None, target, None, flags)
+
+
+def _copy_tree(source: str, target: str) -> None:
+    for name in sorted(os.listdir(source)):
+        path = os.path.join(source, name)
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode):
+            shutil.copyfile(path, os.path.join(target, name), follow_symlinks=False)
+        elif stat.S_ISDIR(st.st_mode):
+            os.makedirs(os.path.join(target, name), exist_ok=True)
+            _copy_tree(path, os.path.join(target, name))
+
+
+def _build_root(policy: Policy, owner: int) -> None:
+    """The new root's tree at policy.root_dir, in this process's (new) mount namespace."""
+    root = policy.root_dir or "/tmp"
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _mount("sandbox-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    size = f"size={max(policy.tmp_bytes, 1 << 20)},mode=1777"
+    for folder in ("/tmp", policy.home):
+        os.makedirs(root + folder, exist_ok=True)
+        _mount("tmpfs", root + folder, "tmpfs", MS_NOSUID | MS_NODEV, size)
+    for path in _SYSTEM + sorted(set(policy.readonly)):
+        if not os.path.exists(path):
+            continue
+        real = os.path.realpath(path)
+        _bind(real, root + path)
+        if real != path and os.path.isdir(real):
+            _bind(real, root + real)
+    for link in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
+        if os.path.islink(link):
+            os.symlink(os.readlink(link), root + link)
+        elif os.path.isdir(link):
+            _bind(link, root + link)
+    os.makedirs(root + "/dev", exist_ok=True)
+    for name in _DEVICES:
+        _bind(f"/dev/{name}", f"{root}/dev/{name}", readonly=False)
+    os.makedirs(root + "/dev/shm", exist_ok=True)
+    _mount("tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, size)
+    os.symlink("/proc/self/fd", root + "/dev/fd")
+    for number, name in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{number}", f"{root}/dev/{name}")
+    os.makedirs(root + policy.workdir, exist_ok=True)
+    if policy.files_from and os.path.isdir(policy.files_from):
+        _copy_tree(policy.files_from, root + policy.workdir)
+    for dirpath, _, filenames in os.walk(root + policy.home):
+        os.chown(dirpath, owner, owner)
+        for name in filenames:
+            os.chown(os.path.join(dirpath, name), owner, owner)
+    os.makedirs(root + "/proc", exist_ok=True)
+    os.makedirs(root + "/.old-root", exist_ok=True)
+
+
+def _enter_root(policy: Policy) -> None:
+    """In the confined process: its own /proc, then the new root; the old one detached."""
+    root = policy.root_dir or "/tmp"
+    # A mount made in a more privileged namespace is locked here, and pivot_root refuses a
+    # locked new root: bind the tree onto itself (its mounts inside stay locked).
+    _mount(root, root, None, MS_BIND | MS_REC)
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _check(_syscall("pivot_root", root.encode(), (root + "/.old-root").encode()), "pivot_root")
+    os.chdir("/")
+    _check(_libc.umount2(b"/.old-root", MNT_DETACH), "umount the old root")
+    try:
+        os.rmdir("/.old-root")  # empty now; a root owned outside the namespace keeps it
+    except OSError:
+        pass
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    name = policy.hostname.encode()
+    _libc.sethostname(name, len(name))
+    os.chdir(policy.workdir)
+
+
+def _limit(policy: Policy) -> None:
+    if policy.memory_limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (policy.memory_limit, policy.memory_limit))
+    resource.setrlimit(resource.RLIMIT_NPROC, (policy.max_processes, policy.max_processes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (policy.max_file_bytes, policy.max_file_bytes))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_privileges() -> None:
+    """No capabilities (effective, permitted, inheritable, ambient, bounding), no new
+    privileges from set-uid programs."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == errno.EINVAL:
+                break
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(_syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")

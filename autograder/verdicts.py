@@ -1,0 +1,329 @@
+"""Trusted verdicts: compare a student's observations with the reference solution's.
+
+This module runs only in the grader's own processes, never where student code ran. What a
+sandbox reports is untrusted JSON: `read_report` validates its shape and size before anything
+looks at it, and `compare` decides, observation by observation, whether the student's answer
+behaved as the reference did on the same inputs. Tolerances come from the scenario (trusted
+code), never from the report.
+
+A scenario run travels as one of
+    {"observations": {...}}                      the scenario returned these
+    {"raised": "TypeError", "message": "..."}    the scenario (the answer in it) raised
+    {"unreportable": "..."}                      the observations could not be encoded
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from coursekit.scenarios import MAX_DEPTH, MAX_ELEMENTS, MAX_ITEMS, MAX_STRING, Mistake, Scenario
+
+MAX_REPORT_BYTES = 64 << 20  # the whole observations report of one notebook
+_DTYPES = {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+           "uint8", "bool"}
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}")
+
+
+class ReportError(ValueError):
+    """A report from a sandbox that is not of the expected shape."""
+
+
+# --------------------------------------------------------------------------------------------
+# Validation of untrusted data
+
+@dataclass
+class Tensor:
+    dtype: str
+    shape: tuple[int, ...]
+    data: list
+
+
+@dataclass
+class _Count:
+    elements: int = 0
+    items: int = 0
+
+
+def _value(raw: Any, depth: int, count: _Count) -> Any:
+    """A validated observation value (Tensor, float, int, bool, str, None, list, dict)."""
+    if depth > MAX_DEPTH + 1:
+        raise ReportError("observations nest too deeply")
+    if raw is None or isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int):
+        if abs(raw) > 2 ** 62:
+            raise ReportError("an integer observation is too large")
+        return raw
+    if isinstance(raw, float):
+        if not math.isfinite(raw):
+            raise ReportError("a float observation is not finite")
+        return raw
+    if isinstance(raw, str):
+        if len(raw) > MAX_STRING:
+            raise ReportError("a string observation is too long")
+        return raw
+    if isinstance(raw, list):
+        count.items += len(raw)
+        if count.items > MAX_ITEMS:
+            raise ReportError("the observations hold too many items")
+        return [_value(v, depth + 1, count) for v in raw]
+    if isinstance(raw, dict):
+        if set(raw) == {"__float__"}:
+            word = raw["__float__"]
+            if word not in ("nan", "inf", "-inf"):
+                raise ReportError("an unknown special float")
+            return float(word)
+        if set(raw) == {"__tensor__"}:
+            return _tensor(raw["__tensor__"], count)
+        count.items += len(raw)
+        if count.items > MAX_ITEMS:
+            raise ReportError("the observations hold too many items")
+        out = {}
+        for key, item in raw.items():
+            if not isinstance(key, str) or key.startswith("__") or len(key) > 200:
+                raise ReportError("an observation key is not a plain name")
+            out[key] = _value(item, depth + 1, count)
+        return out
+    raise ReportError(f"an observation of type {type(raw).__name__}")
+
+
+def _tensor(raw: Any, count: _Count) -> Tensor:
+    if not isinstance(raw, dict) or set(raw) != {"dtype", "shape", "data"}:
+        raise ReportError("a tensor observation is malformed")
+    dtype, shape, data = raw["dtype"], raw["shape"], raw["data"]
+    if dtype not in _DTYPES:
+        raise ReportError("a tensor observation has an unknown dtype")
+    if not isinstance(shape, list) or len(shape) > 16 or not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_ELEMENTS
+            for n in shape):
+        raise ReportError("a tensor observation has a malformed shape")
+    size = math.prod(shape)
+    count.elements += size
+    if count.elements > MAX_ELEMENTS or not isinstance(data, list) or len(data) != size:
+        raise ReportError("a tensor observation has the wrong number of elements")
+    values = []
+    for x in data:
+        if isinstance(x, dict) and set(x) == {"__float__"} and x["__float__"] in (
+                "nan", "inf", "-inf"):
+            values.append(float(x["__float__"]))
+        elif isinstance(x, (int, float)) and (not isinstance(x, float) or math.isfinite(x)):
+            values.append(x)
+        else:
+            raise ReportError("a tensor observation holds something that is not a number")
+    return Tensor(dtype, tuple(shape), values)
+
+
+@dataclass
+class Outcome:
+    """One scenario run as reported: observations, or what went wrong."""
+
+    observations: dict | None = None
+    raised: str | None = None       # the exception's type name
+    message: str = ""
+    unreportable: str | None = None
+
+
+def read_outcome(raw: Any) -> Outcome:
+    """Validate one scenario run's report; a malformed one is a ReportError."""
+    if not isinstance(raw, dict) or len(raw) != 1 and not (
+            set(raw) == {"raised", "message"}):
+        raise ReportError("a scenario report is malformed")
+    if "observations" in raw:
+        observations = raw["observations"]
+        if not isinstance(observations, dict):
+            raise ReportError("observations must be a dict")
+        value = _value(observations, 0, _Count())
+        return Outcome(observations=value)
+    if "raised" in raw:
+        name = raw["raised"]
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ReportError("a scenario report names no exception")
+        message = raw.get("message", "")
+        return Outcome(raised=name, message=one_line(message if isinstance(message, str)
+                                                     else "", 300))
+    if "unreportable" in raw:
+        why = raw["unreportable"]
+        return Outcome(unreportable=one_line(why if isinstance(why, str) else "", 300))
+    raise ReportError("a scenario report is malformed")
+
+
+def read_report(text: bytes | str) -> Any:
+    """Parse a JSON report of at most MAX_REPORT_BYTES; ReportError when it cannot be read."""
+    if len(text) > MAX_REPORT_BYTES:
+        raise ReportError("the report is too large")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise ReportError(f"the report is not JSON ({type(err).__name__})") from None
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """`text` on one line, without control characters, at most `limit` characters."""
+    text = re.sub(r"[\x00-\x1f\x7f\u2028\u2029\x85]+", " ", str(text)).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison
+
+@dataclass
+class Check:
+    """The verdict on one scenario for one student."""
+
+    exercise: str
+    scenario: str
+    title: str
+    visible: bool
+    passed: bool
+    problems: list[str] = field(default_factory=list)
+    mistake: str | None = None
+
+    def row(self, cell: str) -> dict:
+        return {"exercise": self.exercise, "cell": cell, "scenario": self.scenario,
+                "visible": self.visible, "passed": self.passed, "mistake": self.mistake}
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    if isinstance(value, Tensor):
+        shown = value.data[:8]
+        text = f"tensor{list(shown)}{'…' if len(value.data) > 8 else ''} shape {value.shape}"
+    else:
+        text = repr(value)
+    return one_line(text, limit)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, Tensor):
+        return f"a {value.dtype} tensor"
+    if value is None:
+        return "None"
+    return {bool: "a bool", int: "an int", float: "a float", str: "a string",
+            list: "a list", dict: "a dict"}.get(type(value), type(value).__name__)
+
+
+def _close(a: float, b: float, rtol: float, atol: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= atol + rtol * abs(b)
+
+
+def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
+                reveal: bool) -> list[str]:
+    """Where `found` differs from `expected` ([] when they agree). With `reveal` False
+    (hidden inputs), no message quotes the expected value."""
+    def unlike(detail: str) -> list[str]:
+        if reveal:
+            return [f"{where}: expected {_short(expected)}, found {_short(found)}"]
+        return [f"{where}: {detail}"]
+
+    if isinstance(expected, Tensor):
+        if not isinstance(found, Tensor):
+            return [f"{where}: expected a tensor, found {_kind(found)}"]
+        if found.shape != expected.shape:
+            return [f"{where}: a tensor of shape {list(found.shape)}, expected shape "
+                    f"{list(expected.shape)}"]
+        if found.dtype != expected.dtype:
+            return [f"{where}: dtype {found.dtype}, expected {expected.dtype}"]
+        if expected.dtype in ("bool",) or expected.dtype.startswith(("int", "uint")):
+            same = found.data == expected.data
+        else:
+            same = all(_close(float(f), float(e), rtol, atol)
+                       for f, e in zip(found.data, expected.data))
+        return [] if same else unlike("the values differ")
+    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        if type(found) is not type(expected):
+            return [f"{where}: expected {_kind(expected)}, found {_kind(found)}"]
+        return [] if found == expected else unlike("the value differs")
+    if isinstance(expected, int):
+        if type(found) is not int:
+            return [f"{where}: expected {_kind(expected)}, found {_kind(found)}"]
+        return [] if found == expected else unlike("the value differs")
+    if isinstance(expected, float):
+        if type(found) is not float:
+            return [f"{where}: expected {_kind(expected)}, found {_kind(found)}"]
+        return [] if _close(found, expected, rtol, atol) else unlike("the value differs")
+    if isinstance(expected, list):
+        if not isinstance(found, list):
+            return [f"{where}: expected a list, found {_kind(found)}"]
+        if len(found) != len(expected):
+            return [f"{where}: a list of {len(found)} items, expected {len(expected)}"]
+        problems = []
+        for i, (e, f) in enumerate(zip(expected, found)):
+            problems += differences(e, f, rtol, atol, f"{where}[{i}]", reveal)
+        return problems
+    if isinstance(expected, dict):
+        if not isinstance(found, dict):
+            return [f"{where}: expected a dict, found {_kind(found)}"]
+        problems = []
+        missing = [k for k in expected if k not in found]
+        extra = [k for k in found if k not in expected]
+        if missing:
+            problems.append(f"{where}: missing {', '.join(map(repr, missing[:5]))}")
+        if extra:
+            problems.append(f"{where}: unexpected {', '.join(map(repr, extra[:5]))}")
+        for key in expected:
+            if key in found:
+                problems += differences(expected[key], found[key], rtol, atol,
+                                        f"{where}[{key!r}]", reveal)
+        return problems
+    raise TypeError(f"unexpected reference value {type(expected).__name__}")  # pragma: no cover
+
+
+class ScenarioBroken(RuntimeError):
+    """The reference solution itself fails a scenario: a fault of the course, not the student."""
+
+
+def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome) -> list[str]:
+    """Why the student's run of `scenario` does not match the reference's ([] if it does)."""
+    if reference.observations is None:
+        raise ScenarioBroken(f"the reference solution fails scenario {scenario.name} of "
+                             f"{scenario.exercise}: {reference.raised or ''} "
+                             f"{reference.message or reference.unreportable or ''}")
+    if student.raised:
+        if student.raised == "NotImplementedError":
+            return ["the answer raised NotImplementedError: the exercise is not answered yet"]
+        text = f": {student.message}" if student.message else ""
+        return [f"the answer raised {student.raised}{text}"]
+    if student.observations is None:
+        return [f"its results could not be reported ({student.unreportable or 'unknown'})"]
+    problems = []
+    expected, found = reference.observations, student.observations
+    for key, value in expected.items():
+        if key not in found:
+            problems.append(f"{key}: not observed")
+            continue
+        rtol, atol = scenario.tolerance_for(key)
+        problems += differences(value, found[key], rtol, atol, key, scenario.visible)
+    for key in found:
+        if key not in expected:
+            problems.append(f"{key}: not expected")
+    return problems
+
+
+def judge(scenario: Scenario, reference: Outcome, student: Outcome,
+          mistakes: list[tuple[Mistake, Outcome]] = ()) -> Check:
+    """The verdict on one scenario; on failure, the first mistake whose observations the
+    student's match (a mistake that raised matches a student run that raised the same)."""
+    problems = outcome_problems(scenario, reference, student)
+    check = Check(scenario.exercise, scenario.name, scenario.title, scenario.visible,
+                  not problems, problems)
+    if problems:
+        for known, outcome in mistakes:
+            if outcome.observations is None and outcome.raised is None:
+                continue
+            if outcome.raised is not None:
+                if student.raised == outcome.raised:
+                    check.mistake = known.message
+                    break
+                continue
+            if student.observations is not None and not outcome_problems(
+                    scenario, outcome, student):
+                check.mistake = known.message
+                break
+    return check

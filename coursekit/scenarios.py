@@ -1,0 +1,220 @@
+"""Scenarios: how an exercise is graded, as observations compared with the reference solution's.
+
+A scenario is a function of the answer under test (the names a student defines in the answer
+cell: a function, a class) and of a random generator, that returns *observations*: a dict of
+plain data (tensors, numbers, strings, booleans, None, and lists or dicts of them). The grader
+runs each scenario twice with the same generator seed: in the sandbox against the student's
+answer, and in a trusted process against the lesson's reference solution (the solution
+notebook's answer cells). An exercise's test cell earns its points when every scenario of the
+exercise gives the same observations both ways (floats within a tolerance). Nothing the
+student's process reports decides anything by itself: it can only match or not match.
+
+    @scenario("03-ex2", uses=["clip_and_count"], visible=True)
+    def the_visible_example(clip_and_count, rng):
+        ...
+        return {"t.grad": t.grad, "calls": calls}
+
+    @scenario("03-ex2", uses=["clip_and_count"])        # hidden: inputs drawn from `rng`
+    def random_bounds(clip_and_count, rng):
+        x = torch.randn(6, generator=rng, requires_grad=True)
+        ...
+
+    @mistake("03-ex2", "The hook clamps its argument in place (clamp_) ...")
+    def clip_and_count(tensor, low, high):
+        ...                                             # a typical wrong answer
+
+`visible=True` marks the scenario that re-checks the visible test's own inputs (its seed is
+fixed); the others are hidden, and their seed is drawn for each student from a course secret,
+so each student sees other numbers. A mistake is a small wrong implementation of one answer
+name: the trusted process runs it through the same scenarios, and when a student's
+observations match a mistake's on a failing scenario, the feedback names that mistake.
+
+Scenario files live in `scenarios/<lesson>.py` at the course root (instructors only: never
+released to students). This module is imported on both sides, so it holds only what the
+scenarios need: the decorators, the encoding of observations into JSON-able data, and spies
+that count calls (for rules such as "without retain_grad").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+__all__ = ["scenario", "mistake", "collect", "Scenario", "Mistake", "encode", "count_calls",
+           "generator", "ObservationError"]
+
+DEFAULT_RTOL = 1e-5
+DEFAULT_ATOL = 1e-6
+MAX_ELEMENTS = 200_000      # tensor elements one scenario may report, all observations together
+MAX_STRING = 2_000          # characters of one string observation
+MAX_DEPTH = 8               # nesting of lists and dicts
+MAX_ITEMS = 10_000          # items of all lists and dicts of one scenario
+
+
+@dataclass
+class Scenario:
+    exercise: str
+    name: str
+    func: Callable[..., dict]
+    uses: tuple[str, ...]
+    visible: bool = False
+    rtol: float = DEFAULT_RTOL
+    atol: float = DEFAULT_ATOL
+    tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
+    title: str = ""
+
+    def tolerance_for(self, key: str) -> tuple[float, float]:
+        return self.tolerance.get(key, (self.rtol, self.atol))
+
+
+@dataclass
+class Mistake:
+    exercise: str
+    message: str
+    func: Callable
+    replaces: str
+
+
+def scenario(exercise: str, *, uses: list[str] | tuple[str, ...], visible: bool = False,
+             rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
+             tolerance: dict[str, tuple[float, float]] | None = None,
+             title: str = "") -> Callable:
+    """Mark a function as one scenario of `exercise` (e.g. "03-ex2").
+
+    `uses`: the names of the answer the scenario receives, as keyword arguments (besides
+    `rng`, a seeded `torch.Generator`). `tolerance`: per observation key, (rtol, atol) for
+    floating-point values; the others use `rtol`/`atol`. `title`: how feedback names the
+    scenario (default: the function's name with spaces)."""
+    def mark(func: Callable) -> Callable:
+        func.__scenario__ = Scenario(exercise, func.__name__, func, tuple(uses), visible, rtol,
+                                     atol, dict(tolerance or {}),
+                                     title or func.__name__.replace("_", " "))
+        return func
+    return mark
+
+
+def mistake(exercise: str, message: str, *, replaces: str | None = None) -> Callable:
+    """Mark a function as a typical wrong implementation of one answer name of `exercise`
+    (by default the function's own name); `message` is what feedback says when a student's
+    observations match it."""
+    def mark(func: Callable) -> Callable:
+        func.__mistake__ = Mistake(exercise, message, func, replaces or func.__name__)
+        return func
+    return mark
+
+
+def collect(namespace: dict) -> tuple[list[Scenario], list[Mistake]]:
+    """The scenarios and mistakes defined in a scenario module's namespace, in source order."""
+    scenarios = [v.__scenario__ for v in namespace.values() if hasattr(v, "__scenario__")]
+    mistakes = [v.__mistake__ for v in namespace.values() if hasattr(v, "__mistake__")]
+    return scenarios, mistakes
+
+
+def generator(seed: int):
+    """The random generator a scenario receives."""
+    import torch
+    return torch.Generator().manual_seed(int(seed) % (1 << 63))
+
+
+# --------------------------------------------------------------------------------------------
+# Observations as JSON-able data
+
+class ObservationError(ValueError):
+    """An observation that cannot be reported (an unsupported type, too large, too deep)."""
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.elements = 0
+        self.items = 0
+
+
+def encode(value: Any, *, _depth: int = 0, _budget: _Budget | None = None) -> Any:
+    """`value` as plain JSON data: tensors become {"__tensor__": {dtype, shape, data}},
+    non-finite floats {"__float__": "nan" | "inf" | "-inf"}; tuples become lists. Anything else
+    raises ObservationError, as do observations past the size limits."""
+    budget = _budget or _Budget()
+    if _depth > MAX_DEPTH:
+        raise ObservationError("observations nest too deeply")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if abs(value) > 2 ** 62:
+            raise ObservationError("an integer observation is too large")
+        return int(value)
+    if isinstance(value, float):
+        return _float(float(value))
+    if isinstance(value, str):
+        if len(value) > MAX_STRING:
+            raise ObservationError("a string observation is too long")
+        return str(value)
+    import torch
+    if isinstance(value, torch.Tensor):
+        tensor = torch.Tensor.detach(value)
+        if type(tensor) is not torch.Tensor:
+            tensor = tensor.as_subclass(torch.Tensor)
+        if tensor.is_complex() or tensor.layout != torch.strided:
+            raise ObservationError("complex or sparse tensors are not observed")
+        budget.elements += tensor.numel()
+        if budget.elements > MAX_ELEMENTS:
+            raise ObservationError("the observations hold too many tensor elements")
+        flat = tensor.cpu().reshape(-1).tolist()
+        if tensor.is_floating_point():
+            flat = [_float(x) for x in flat]
+        return {"__tensor__": {"dtype": str(tensor.dtype).replace("torch.", ""),
+                               "shape": list(tensor.shape), "data": flat}}
+    if isinstance(value, (list, tuple)):
+        budget.items += len(value)
+        if budget.items > MAX_ITEMS:
+            raise ObservationError("the observations hold too many items")
+        return [encode(v, _depth=_depth + 1, _budget=budget) for v in value]
+    if isinstance(value, dict):
+        budget.items += len(value)
+        if budget.items > MAX_ITEMS:
+            raise ObservationError("the observations hold too many items")
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or key.startswith("__"):
+                raise ObservationError("observation keys must be strings not starting with __")
+            out[str(key)] = encode(item, _depth=_depth + 1, _budget=budget)
+        return out
+    raise ObservationError(f"an observation of type {type(value).__name__} cannot be reported "
+                           "(use tensors, numbers, strings, booleans, None, lists and dicts)")
+
+
+def _float(x: float) -> Any:
+    if math.isnan(x):
+        return {"__float__": "nan"}
+    if math.isinf(x):
+        return {"__float__": "inf" if x > 0 else "-inf"}
+    return x
+
+
+# --------------------------------------------------------------------------------------------
+# Spies, for exercises that state a rule ("without retain_grad", "without an optimizer")
+
+class Calls:
+    """How often a spied attribute was called while the `count_calls` block ran."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+@contextlib.contextmanager
+def count_calls(owner: Any, name: str) -> Iterator[Calls]:
+    """Count the calls of `owner.name` (a function or method, e.g. `torch.Tensor`,
+    "retain_grad") while the block runs; the original is restored afterwards."""
+    calls = Calls()
+    original = getattr(owner, name)
+
+    def spy(*args, **kwargs):
+        calls.count += 1
+        return original(*args, **kwargs)
+
+    setattr(owner, name, spy)
+    try:
+        yield calls
+    finally:
+        setattr(owner, name, original)

@@ -1,0 +1,442 @@
+"""Scenarios of lesson 01 (leaf and intermediate tensors): what the grader observes of each answer.
+
+Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
+"""
+
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+from coursekit.scenarios import count_calls, mistake, scenario
+
+
+def _float32(value):
+    """A floating-point tensor as float32, detached (the exercises ask for "float" tensors and
+    accept float64 as well); anything else unchanged, so that a wrong type still shows."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.detach().to(torch.float32)
+    return value
+
+
+def _values(rng, n: int) -> list[float]:
+    return torch.randn(n, generator=rng).tolist()
+
+
+# ---------------------------------------------------------------- 01-ex1: leaf_gradients
+
+@scenario("01-ex1", uses=["leaf_gradients"], visible=True, title="the example of the test cell")
+def leaf_gradients_visible(leaf_gradients, rng):
+    p_grad, q_grad = leaf_gradients([1.0, -2.0, 0.5], [3.0, 0.5, -1.0])
+    return {"p.grad": _float32(p_grad), "q.grad": _float32(q_grad)}
+
+
+@scenario("01-ex1", uses=["leaf_gradients"], title="other values, called twice")
+def leaf_gradients_random(leaf_gradients, rng):
+    n = int(torch.randint(2, 9, (), generator=rng))
+    p_values, q_values = _values(rng, n), _values(rng, n)
+    with count_calls(torch.autograd, "backward") as backward, \
+            count_calls(torch.autograd, "grad") as grad:
+        p_grad, q_grad = leaf_gradients(p_values, q_values)
+        p_again, q_again = leaf_gradients(p_values, q_values)
+    return {"p.grad": _float32(p_grad), "q.grad": _float32(q_grad),
+            "p.grad of a second call": _float32(p_again),
+            "q.grad of a second call": _float32(q_again),
+            "gradients computed by autograd": backward.count + grad.count > 0}
+
+
+@mistake("01-ex1", "The two results are swapped: return (p.grad, q.grad) in that order.")
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    ((p * q) ** 2 + p).sum().backward()
+    return q.grad, p.grad
+
+
+@mistake("01-ex1", "p.grad misses the 1 that the `+ p` term adds to every entry: "
+                   "build s = sum((p*q)**2 + p) from p and q as given.",
+         replaces="leaf_gradients")
+def leaf_gradients_without_p(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    ((p * q) ** 2).sum().backward()
+    return p.grad, q.grad
+
+
+@mistake("01-ex1", "The gradients are divided by the number of entries: s is a sum (.sum()), "
+                   "not a mean.", replaces="leaf_gradients")
+def leaf_gradients_mean(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    ((p * q) ** 2 + p).mean().backward()
+    return p.grad, q.grad
+
+
+@mistake("01-ex1", "The gradients were worked out by hand, not by autograd: build s from the "
+                   "leaves p and q and call s.backward().", replaces="leaf_gradients")
+def leaf_gradients_by_hand(p_values, q_values):
+    p, q = torch.tensor(p_values), torch.tensor(q_values)
+    return 2 * p * q ** 2 + 1, 2 * p ** 2 * q
+
+
+@mistake("01-ex1", "The leaves p and q themselves were returned: return their gradients, "
+                   "p.grad and q.grad, after backward().", replaces="leaf_gradients")
+def leaf_gradients_returns_leaves(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    ((p * q) ** 2 + p).sum().backward()
+    return p, q
+
+
+# ---------------------------------------------------------------- 01-ex2: leaves_receiving_grad
+
+@scenario("01-ex2", uses=["leaves_receiving_grad"], visible=True,
+          title="the example of the test cell")
+def leaves_visible(leaves_receiving_grad, rng):
+    u = torch.tensor([1.0, 2.0], requires_grad=True)
+    v = torch.tensor([3.0, 4.0])
+    k = torch.tensor([5.0, 6.0], requires_grad=True)
+    m = torch.tensor([0.5, 0.5], requires_grad=True)
+    h = u * v
+    out = (h + k.detach() * u).sum()
+    named = {"u": u, "v": v, "k": k, "m": m, "h": h, "u2": u.detach()}
+    with count_calls(torch.autograd, "backward") as backward:
+        names = leaves_receiving_grad(out, named)
+    return {"leaves_receiving_grad(out, ...)": names, "backward() calls": backward.count,
+            "u.grad after the call": u.grad}
+
+
+def _random_graph(rng):
+    """Leaves used once, twice, through detach(), under no_grad(), or not at all; constants;
+    an intermediate; and two tensors with the values of a used leaf that are not that leaf.
+    Returns (output, intermediate, named, leaves)."""
+    labels = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota",
+              "kappa", "lam", "mu"]
+    order = torch.randperm(len(labels), generator=rng).tolist()
+    labels = [labels[i] for i in order]
+    n = int(torch.randint(4, 7, (), generator=rng))
+    kinds = torch.randint(0, 5, (n,), generator=rng).tolist()
+    kinds[int(torch.randint(0, n, (), generator=rng))] = 0  # at least one leaf used
+    size = int(torch.randint(1, 4, (), generator=rng))
+    named, leaves = {}, []
+    total = torch.zeros(size)
+    used = None
+    for kind in kinds:
+        name = labels.pop()
+        leaf = torch.randn(size, generator=rng)
+        coefficient = torch.randn(size, generator=rng)
+        if kind != 4:
+            leaf.requires_grad_()
+        if kind == 0:                   # used once
+            total = total + leaf * coefficient
+            used = used if used is not None else leaf
+        elif kind == 1:                 # used twice
+            total = total + leaf * leaf
+        elif kind == 2:                 # used only through detach()
+            total = total + leaf.detach() * coefficient
+        elif kind == 3:                 # requires grad, never used
+            pass
+        else:                           # a constant: used, no gradient
+            total = total + leaf * coefficient
+        named[name] = leaf
+        leaves.append(leaf)
+    with torch.no_grad():
+        scaled = used * 3               # computed without a graph: a leaf without grad
+    middle = used * used.detach().exp()
+    output = (total + scaled * middle).sum()
+    named[labels.pop()] = scaled
+    named[labels.pop()] = middle
+    named[labels.pop()] = used.detach()                        # same values, same storage
+    named[labels.pop()] = used.detach().clone().requires_grad_()  # same values, another leaf
+    return output, middle, named, leaves
+
+
+@scenario("01-ex2", uses=["leaves_receiving_grad"], title="a graph drawn at random")
+def leaves_random_graph(leaves_receiving_grad, rng):
+    output, middle, named, leaves = _random_graph(rng)
+    with count_calls(torch.autograd, "backward") as backward:
+        names = leaves_receiving_grad(output, named)
+        from_middle = leaves_receiving_grad(middle, named)
+    return {"names for the output": names, "names for an intermediate output": from_middle,
+            "backward() calls": backward.count,
+            "every leaf's .grad is still None": all(t.grad is None for t in leaves)}
+
+
+@scenario("01-ex2", uses=["leaves_receiving_grad"],
+          title="an output without a graph, a deep chain")
+def leaves_without_graph(leaves_receiving_grad, rng):
+    a = torch.randn(3, generator=rng, requires_grad=True)
+    b = torch.randn(3, generator=rng, requires_grad=True)
+    with torch.no_grad():
+        plain = (a * b).sum()
+    depth = int(torch.randint(20, 40, (), generator=rng))
+    chain = a
+    for _ in range(depth):
+        chain = chain * 0.9 + b
+    return {"names for an output made under no_grad()": leaves_receiving_grad(
+                plain, {"a": a, "b": b}),
+            "names for a long chain": leaves_receiving_grad(chain.sum(), {"b": b, "a": a})}
+
+
+def _accumulate_nodes(node, found):
+    if node is None:
+        return
+    if hasattr(node, "variable"):
+        found.append(node.variable)
+    for child, _ in node.next_functions:
+        _accumulate_nodes(child, found)
+
+
+@mistake("01-ex2", "A tensor that holds the same values as a leaf was counted as that leaf: "
+                   "compare tensors with `is` (identity), not with torch.equal, == or "
+                   "data_ptr().")
+def leaves_receiving_grad(output, named):
+    found = []
+    _accumulate_nodes(output.grad_fn, found)
+    return sorted(name for name, t in named.items()
+                  if any(t.shape == leaf.shape and torch.equal(t, leaf) for leaf in found))
+
+
+@mistake("01-ex2", "A tensor that shares memory with a leaf (such as leaf.detach()) was "
+                   "counted as that leaf: compare tensors with `is`, not with data_ptr().",
+         replaces="leaves_receiving_grad")
+def leaves_by_data_ptr(output, named):
+    found = []
+    _accumulate_nodes(output.grad_fn, found)
+    return sorted(name for name, t in named.items()
+                  if any(t.data_ptr() == leaf.data_ptr() for leaf in found))
+
+
+@mistake("01-ex2", "A name appears more than once: a leaf reached along several paths of the "
+                   "graph is still one leaf. List each name once.",
+         replaces="leaves_receiving_grad")
+def leaves_with_duplicates(output, named):
+    found = []
+    _accumulate_nodes(output.grad_fn, found)
+    return sorted(name for leaf in found for name, t in named.items() if t is leaf)
+
+
+@mistake("01-ex2", "Every tensor that requires grad was listed. Only leaves reached by "
+                   "walking output.grad_fn down to the AccumulateGrad Nodes get a .grad: "
+                   "intermediates and leaves the output does not use do not.",
+         replaces="leaves_receiving_grad")
+def leaves_requiring_grad(output, named):
+    return sorted(name for name, t in named.items() if t.requires_grad)
+
+
+@mistake("01-ex2", "Every leaf that requires grad was listed, also leaves the output was not "
+                   "computed from (or reaches only through detach()): walk output.grad_fn and "
+                   "its next_functions to find the leaves it depends on.",
+         replaces="leaves_receiving_grad")
+def leaves_all_leaves(output, named):
+    return sorted(name for name, t in named.items() if t.is_leaf and t.requires_grad)
+
+
+@mistake("01-ex2", "Only the first level of next_functions was searched: walk the graph "
+                   "recursively, down to the AccumulateGrad Nodes.",
+         replaces="leaves_receiving_grad")
+def leaves_one_level(output, named):
+    found = []
+    if output.grad_fn is not None:
+        found = [node.variable for node, _ in output.grad_fn.next_functions
+                 if node is not None and hasattr(node, "variable")]
+    return sorted(name for name, t in named.items() if any(t is leaf for leaf in found))
+
+
+@mistake("01-ex2", "backward() was called: find the leaves by walking output.grad_fn, "
+                   "without running backward (it fills .grad, which the caller did not ask "
+                   "for).", replaces="leaves_receiving_grad")
+def leaves_by_backward(output, named):
+    output.backward(retain_graph=True)
+    names = sorted(name for name, t in named.items() if t.is_leaf and t.grad is not None)
+    for t in named.values():
+        if t.is_leaf:
+            t.grad = None
+    return names
+
+
+@mistake("01-ex2", "The names are not sorted: return them sorted (sorted(...)).",
+         replaces="leaves_receiving_grad")
+def leaves_unsorted(output, named):
+    found = []
+    _accumulate_nodes(output.grad_fn, found)
+    return [name for name, t in named.items() if any(t is leaf for leaf in found)]
+
+
+# ---------------------------------------------------------------- 01-ex3: freeze
+
+def _flags(model):
+    return {name: p.requires_grad for name, p in model.named_parameters()}
+
+
+def _grads_after_backward(model, inputs):
+    model(inputs).sum().backward()
+    return {name: p.grad is not None for name, p in model.named_parameters()}
+
+
+@scenario("01-ex3", uses=["freeze"], visible=True, title="the example of the test cell")
+def freeze_visible(freeze, rng):
+    net = nn.Sequential(OrderedDict(encoder=nn.Linear(4, 3), decoder=nn.Linear(3, 4)))
+    trainable = freeze(net, "encoder")
+    return {"freeze(net, 'encoder')": trainable, "requires_grad of each parameter": _flags(net)}
+
+
+def _nested_model(rng):
+    width = int(torch.randint(2, 5, (), generator=rng))
+    depth = int(torch.randint(2, 5, (), generator=rng))
+    body = []
+    for i in range(depth):
+        body += [nn.Linear(width, width), nn.Tanh()]
+    return nn.Sequential(OrderedDict(
+        stem=nn.Linear(3, width), stem_norm=nn.LayerNorm(width),
+        body=nn.Sequential(*body[:-1]), head=nn.Linear(width, 1))), depth
+
+
+@scenario("01-ex3", uses=["freeze"], title="a layer nested in a Sequential")
+def freeze_nested(freeze, rng):
+    model, depth = _nested_model(rng)
+    target = f"body.{2 * int(torch.randint(0, depth, (), generator=rng))}"
+    trainable = freeze(model, target)
+    return {"returned names": trainable, "requires_grad of each parameter": _flags(model),
+            "parameters with a .grad after backward":
+                _grads_after_backward(model, torch.randn(5, 3, generator=rng))}
+
+
+@scenario("01-ex3", uses=["freeze"], title="a module beside one whose name starts the same")
+def freeze_prefix(freeze, rng):
+    model, _ = _nested_model(rng)
+    target = "stem"
+    trainable = freeze(model, target)
+    return {"returned names": trainable, "requires_grad of each parameter": _flags(model),
+            "parameters with a .grad after backward":
+                _grads_after_backward(model, torch.randn(4, 3, generator=rng))}
+
+
+@mistake("01-ex3", "Nothing was frozen: `module.requires_grad = False` only sets a plain "
+                   "attribute on the module; call module.requires_grad_(False).")
+def freeze(model, module_name):
+    model.get_submodule(module_name).requires_grad = False
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+@mistake("01-ex3", "The whole model was frozen: freeze only model.get_submodule(module_name).",
+         replaces="freeze")
+def freeze_everything(model, module_name):
+    model.requires_grad_(False)
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+@mistake("01-ex3", "The list holds the frozen parameters: return the names of the parameters "
+                   "that still require grad.", replaces="freeze")
+def freeze_returns_frozen(model, module_name):
+    model.get_submodule(module_name).requires_grad_(False)
+    return [name for name, p in model.named_parameters() if not p.requires_grad]
+
+
+@mistake("01-ex3", "Only the weights were frozen: requires_grad_(False) on the submodule "
+                   "freezes every parameter in it, biases included.", replaces="freeze")
+def freeze_weights_only(model, module_name):
+    for name, p in model.get_submodule(module_name).named_parameters():
+        if name.endswith("weight"):
+            p.requires_grad_(False)
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+@mistake("01-ex3", "A module whose name merely starts with the same letters was frozen too: "
+                   "freeze model.get_submodule(module_name), or compare names up to the dot "
+                   "(name.startswith(module_name + '.')).", replaces="freeze")
+def freeze_by_prefix(model, module_name):
+    for name, p in model.named_parameters():
+        if name.startswith(module_name):
+            p.requires_grad_(False)
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+@mistake("01-ex3", "An AttributeError: getattr(model, name) does not reach a nested module "
+                   "such as 'body.2'; use model.get_submodule(module_name).", replaces="freeze")
+def freeze_by_getattr(model, module_name):
+    getattr(model, module_name).requires_grad_(False)
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+# ---------------------------------------------------------------- 01-ex4: sgd_step_
+
+def _after_step(w, address):
+    return {"w": w.detach().clone(), "w is a leaf": w.is_leaf,
+            "w.requires_grad": w.requires_grad, "w.grad": w.grad,
+            "w changed in place (same storage)": w.data_ptr() == address}
+
+
+@scenario("01-ex4", uses=["sgd_step_"], visible=True, title="the example of the test cell")
+def sgd_step_visible(sgd_step_, rng):
+    w = torch.tensor([1.0, -1.0, 2.0], requires_grad=True)
+    (w ** 2).sum().backward()
+    address = w.data_ptr()
+    sgd_step_(w, lr=0.25)
+    return _after_step(w, address)
+
+
+@scenario("01-ex4", uses=["sgd_step_"], title="one step, then many steps on a quadratic",
+          tolerance={"w after the last step": (1e-4, 1e-5)})
+def sgd_step_descends(sgd_step_, rng):
+    shape = (int(torch.randint(2, 6, (), generator=rng)),)
+    w = torch.randn(shape, generator=rng).requires_grad_()
+    target = torch.randn(shape, generator=rng) * 3
+    lr = float(torch.rand((), generator=rng)) * 0.2 + 0.05
+    ((w - target) ** 2).sum().backward()
+    address = w.data_ptr()
+    sgd_step_(w, lr)
+    first = _after_step(w, address)
+    steps = int(torch.randint(5, 15, (), generator=rng))
+    for _ in range(steps):
+        ((w - target) ** 2).sum().backward()
+        sgd_step_(w, lr)
+    return {"after one step": first, "w after the last step": w.detach().clone(),
+            "w.grad after the last step": w.grad, "w.grad_fn after the last step":
+                None if w.grad_fn is None else w.grad_fn.name()}
+
+
+@mistake("01-ex4", "w did not change: `w = w - ...` inside the function makes a new tensor and "
+                   "leaves the caller's w alone; update w in place (w -= ..., w.sub_(...)) "
+                   "inside torch.no_grad().")
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w = w - lr * w.grad
+    w.grad = None
+
+
+@mistake("01-ex4", "w moved uphill: subtract lr * w.grad, do not add it.", replaces="sgd_step_")
+def sgd_step_uphill(w, lr):
+    with torch.no_grad():
+        w += lr * w.grad
+    w.grad = None
+
+
+@mistake("01-ex4", "w.grad was not cleared: set w.grad = None after the update, or the next "
+                   "backward() adds its gradient to the old one.", replaces="sgd_step_")
+def sgd_step_keeps_grad(w, lr):
+    with torch.no_grad():
+        w -= lr * w.grad
+
+
+@mistake("01-ex4", "w.grad was filled with zeros, not set to None: the exercise asks for "
+                   "w.grad = None.", replaces="sgd_step_")
+def sgd_step_zeroes_grad(w, lr):
+    with torch.no_grad():
+        w -= lr * w.grad
+    w.grad.zero_()
+
+
+@mistake("01-ex4", "w got new storage (w.data = ...) instead of being changed in place: update "
+                   "it in place (w -= ...) inside torch.no_grad().", replaces="sgd_step_")
+def sgd_step_new_data(w, lr):
+    w.data = w - lr * w.grad
+    w.grad = None
+
+
+@mistake("01-ex4", "A RuntimeError: an in-place change of a leaf that requires grad is refused "
+                   "while autograd records; make the update inside `with torch.no_grad():`.",
+         replaces="sgd_step_")
+def sgd_step_recorded(w, lr):
+    w.sub_(lr * w.grad)
+    w.grad = None

@@ -1,0 +1,318 @@
+"""Scenarios of lesson 02 (keeping intermediate gradients): what the grader observes of each answer.
+
+Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
+"""
+
+import torch
+
+from coursekit.scenarios import count_calls, mistake, scenario
+
+
+def _float32(value):
+    """A floating-point tensor as float32, detached (the exercises ask for "float" tensors and
+    accept float64 as well); a list of them likewise; anything else unchanged."""
+    if isinstance(value, (list, tuple)):
+        return [_float32(v) for v in value]
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.detach().to(torch.float32)
+    return value
+
+
+def _values(rng, low: int, high: int) -> list[float]:
+    return torch.randn(int(torch.randint(low, high, (), generator=rng)), generator=rng).tolist()
+
+
+# ---------------------------------------------------------------- 02-ex1: intermediate_gradient
+
+@scenario("02-ex1", uses=["intermediate_gradient"], visible=True,
+          title="the example of the test cell")
+def intermediate_visible(intermediate_gradient, rng):
+    return {"h.grad": _float32(intermediate_gradient([1.0, -2.0, 0.5]))}
+
+
+@scenario("02-ex1", uses=["intermediate_gradient"], title="other values")
+def intermediate_random(intermediate_gradient, rng):
+    values = _values(rng, 1, 9)
+    with count_calls(torch.Tensor, "retain_grad") as retain:
+        h_grad = intermediate_gradient(values)
+    return {"h.grad": _float32(h_grad), "retain_grad() was called": retain.count > 0}
+
+
+@mistake("02-ex1", "This is x.grad (dL/dx), the gradient of the leaf: return h.grad, kept with "
+                   "h.retain_grad() before backward().")
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    (h ** 3).sum().backward()
+    return x.grad
+
+
+@mistake("02-ex1", "h.grad is None: h is not a leaf, so backward() frees its gradient unless "
+                   "h.retain_grad() is called before backward().",
+         replaces="intermediate_gradient")
+def intermediate_not_retained(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    (h ** 3).sum().backward()
+    return h.grad
+
+
+@mistake("02-ex1", "h.grad is None: retain_grad() came after backward(), when the gradient "
+                   "had already been freed. Call it before backward().",
+         replaces="intermediate_gradient")
+def intermediate_retained_late(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    (h ** 3).sum().backward()
+    h.retain_grad()
+    return h.grad
+
+
+@mistake("02-ex1", "The gradient is divided by the number of entries: L is a sum of h³ "
+                   "(.sum()), not a mean.", replaces="intermediate_gradient")
+def intermediate_mean(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    (h ** 3).mean().backward()
+    return h.grad
+
+
+@mistake("02-ex1", "The gradient was worked out by hand (3 h²): keep the one backward() "
+                   "computes, with h.retain_grad(), and return h.grad.",
+         replaces="intermediate_gradient")
+def intermediate_by_hand(values):
+    x = torch.tensor(values)
+    return 3 * (x * x) ** 2
+
+
+# ---------------------------------------------------------------- 02-ex2: collect_gradients
+
+def _hooks_left(named):
+    return sum(len(t._backward_hooks or {}) for t in named.values())
+
+
+def _collect(collect_gradients, named, loss):
+    """Call collect_gradients under spies; the observations of its rules."""
+    with count_calls(torch.Tensor, "retain_grad") as retain, \
+            count_calls(torch.Tensor, "register_hook") as hooks, \
+            count_calls(torch.autograd, "grad") as grad, \
+            count_calls(torch.autograd, "backward") as backward:
+        grads = collect_gradients(named, loss)
+    rules = {"retain_grad() calls": retain.count, "torch.autograd.grad calls": grad.count,
+             "loss.backward() calls": backward.count,
+             "a hook registered on every tensor": hooks.count >= len(named),
+             "hooks left on the tensors afterwards": _hooks_left(named)}
+    return grads, rules
+
+
+@scenario("02-ex2", uses=["collect_gradients"], visible=True,
+          title="the example of the test cell")
+def collect_visible(collect_gradients, rng):
+    p = torch.tensor([2.0, -3.0], requires_grad=True)
+    pre = p - 1.0
+    act = pre.relu() + 1
+    loss = (act * act).sum()
+    later = (pre * 5).sum()
+    grads, rules = _collect(collect_gradients, {"pre": pre, "act": act}, loss)
+    observed = {"the result is a dict": isinstance(grads, dict), "sorted(grads)": sorted(grads),
+                "grads['act']": grads["act"], "grads['pre']": grads["pre"],
+                "pre.retains_grad or act.retains_grad": pre.retains_grad or act.retains_grad,
+                "p.grad (filled by loss.backward())": p.grad}
+    later.backward()
+    observed["grads['pre'] after another backward"] = grads["pre"]
+    return observed
+
+
+def _graph(rng, labels):
+    """A leaf x and intermediates, `loss` from them, and `later`: a second loss through the
+    same tensors whose backward needs none of the values freed by loss.backward()."""
+    size = int(torch.randint(1, 5, (), generator=rng))
+    x = torch.randn(size, generator=rng, requires_grad=True)
+    shift, weights = torch.randn(size, generator=rng), torch.randn(size, generator=rng)
+    # additions and flips save nothing for backward, so `later` can still pass through them
+    a = x + shift
+    b = a.flip(0) - x
+    c = (b + a).tanh()
+    loss = (a * b).sum() + (c * weights).sum() + (b * c).sum()
+    later = (a * weights).sum() + (b * 2.0).sum() + x.sum()
+    order = torch.randperm(len(labels), generator=rng).tolist()
+    names = [labels[i] for i in order]
+    named = dict(zip(names, (x, a, b, c)))
+    del named[names[int(torch.randint(0, 4, (), generator=rng))]]  # three of the four
+    return named, loss, later
+
+
+@scenario("02-ex2", uses=["collect_gradients"],
+          title="a leaf and intermediates used several times")
+def collect_random(collect_gradients, rng):
+    named, loss, later = _graph(rng, ["x", "a", "b", "c", "hidden", "out"])
+    grads, rules = _collect(collect_gradients, named, loss)
+    observed = {"the dict returned": dict(grads), **rules}
+    later.backward()
+    observed["the dict after another backward"] = dict(grads)
+    return observed
+
+
+@scenario("02-ex2", uses=["collect_gradients"], title="two calls, two graphs")
+def collect_twice(collect_gradients, rng):
+    first_named, first_loss, _ = _graph(rng, ["first", "second", "third", "fourth"])
+    second_named, second_loss, _ = _graph(rng, ["one", "two", "three", "four"])
+    first = collect_gradients(first_named, first_loss)
+    second = collect_gradients(second_named, second_loss)
+    return {"both calls return the same dict": first is second,
+            "names of the first call found in the second result":
+                sorted(name for name in first_named if name in second),
+            "the second result, by the names of the second call":
+                {name: second.get(name) for name in second_named}}
+
+
+@mistake("02-ex2", "Every gradient landed under one name: a lambda made in a loop looks the "
+                   "loop variable up when backward calls it, after the loop has ended. Make "
+                   "each hook with a helper function (like save_into) or a default argument.")
+def collect_gradients(named, loss):
+    grads, handles = {}, []
+    for name, tensor in named.items():
+        handles.append(tensor.register_hook(lambda grad: grads.update({name: grad})))
+    loss.backward()
+    for handle in handles:
+        handle.remove()
+    return grads
+
+
+@mistake("02-ex2", "retain_grad() was used: the exercise asks for hooks (register_hook), "
+                   "which keep nothing on the tensors.", replaces="collect_gradients")
+def collect_with_retain_grad(named, loss):
+    for tensor in named.values():
+        tensor.retain_grad()
+    loss.backward()
+    return {name: tensor.grad for name, tensor in named.items()}
+
+
+@mistake("02-ex2", "The gradients came from torch.autograd.grad, without hooks: register one "
+                   "hook per tensor and call loss.backward().", replaces="collect_gradients")
+def collect_with_autograd_grad(named, loss):
+    return dict(zip(named, torch.autograd.grad(loss, list(named.values()))))
+
+
+@mistake("02-ex2", "The hooks were not removed, so a later backward() still fires them: keep "
+                   "the handles register_hook returns and call handle.remove() on each after "
+                   "loss.backward().", replaces="collect_gradients")
+def collect_without_remove(named, loss):
+    grads = {}
+    for name, tensor in named.items():
+        tensor.register_hook(lambda grad, name=name: grads.update({name: grad}))
+    loss.backward()
+    return grads
+
+
+_SHARED: dict = {}
+
+
+@mistake("02-ex2", "The dict is shared between calls (it was made outside the function), so "
+                   "one call returns the names of earlier calls too: create a new dict inside "
+                   "collect_gradients.", replaces="collect_gradients")
+def collect_into_shared_dict(named, loss):
+    handles = [tensor.register_hook(lambda grad, name=name: _SHARED.update({name: grad}))
+               for name, tensor in named.items()]
+    loss.backward()
+    for handle in handles:
+        handle.remove()
+    return _SHARED
+
+
+# ---------------------------------------------------------------- 02-ex3: chain_gradients
+
+@scenario("02-ex3", uses=["chain_gradients"], visible=True, title="the example of the test cell")
+def chain_visible(chain_gradients, rng):
+    return {"chain_gradients([1.0, -1.0], [2.0, 3.0])":
+                _float32(chain_gradients([1.0, -1.0], [2.0, 3.0]))}
+
+
+@scenario("02-ex3", uses=["chain_gradients"], title="other values and factors")
+def chain_random(chain_gradients, rng):
+    values = _values(rng, 1, 6)
+    factors = [round(float(f), 3) for f in torch.rand(int(torch.randint(1, 7, (), generator=rng)),
+                                                     generator=rng) * 3 - 1.5]
+    with count_calls(torch.Tensor, "retain_grad") as retain:
+        found = chain_gradients(values, factors)
+    return {"the list of gradients": _float32(found),
+            "retain_grad() called for every step": retain.count >= len(factors)}
+
+
+@mistake("02-ex3", "The list is in reverse order: put the first step's gradient first.")
+def chain_gradients(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps = []
+    for factor in factors:
+        h = h * factor + 1
+        h.retain_grad()
+        steps.append(h)
+    (h ** 2).sum().backward()
+    return [step.grad for step in reversed(steps)]
+
+
+@mistake("02-ex3", "Every entry is the last step's gradient: keep each step's tensor (append "
+                   "it inside the loop) and read .grad of each one after backward().",
+         replaces="chain_gradients")
+def chain_all_last(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    for factor in factors:
+        h = h * factor + 1
+        h.retain_grad()
+    (h ** 2).sum().backward()
+    return [h.grad for _ in factors]
+
+
+@mistake("02-ex3", "The list is shifted by one step: it starts with the gradient of the leaf x "
+                   "and misses the last step. Append each step's result after computing it.",
+         replaces="chain_gradients")
+def chain_shifted(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps = []
+    for factor in factors:
+        steps.append(h)
+        h = h * factor + 1
+        h.retain_grad()
+    (h ** 2).sum().backward()
+    return [step.grad for step in steps]
+
+
+@mistake("02-ex3", "Only the last step kept its gradient: call retain_grad() on every step's "
+                   "result, inside the loop, before backward().", replaces="chain_gradients")
+def chain_only_last_retained(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps = []
+    for factor in factors:
+        h = h * factor + 1
+        steps.append(h)
+    h.retain_grad()
+    (h ** 2).sum().backward()
+    return [step.grad for step in steps]
+
+
+@mistake("02-ex3", "L was built from every step's result: L = Σ h² of the last step only.",
+         replaces="chain_gradients")
+def chain_loss_of_every_step(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps = []
+    for factor in factors:
+        h = h * factor + 1
+        h.retain_grad()
+        steps.append(h)
+    sum((step ** 2).sum() for step in steps).backward()
+    return [step.grad for step in steps]
+
+
+@mistake("02-ex3", "The gradients are divided by the number of entries: L is a sum "
+                   "(.sum()), not a mean.", replaces="chain_gradients")
+def chain_mean(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps = []
+    for factor in factors:
+        h = h * factor + 1
+        h.retain_grad()
+        steps.append(h)
+    (h ** 2).mean().backward()
+    return [step.grad for step in steps]

@@ -1,0 +1,406 @@
+"""Scenarios of lesson 03 (tensor hooks): what the grader observes of each answer.
+
+Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
+"""
+
+import torch
+
+from coursekit.scenarios import count_calls, mistake, scenario
+
+
+def _bounds(rng):
+    """low < 0 < high, both exactly representable in float32 (multiples of 1/8), so that an
+    entry equal to a bound compares the same way in every valid answer."""
+    low = -float(torch.randint(1, 9, (), generator=rng)) / 8
+    high = float(torch.randint(1, 17, (), generator=rng)) / 8
+    return low, high
+
+
+def _removable(handle) -> bool:
+    return hasattr(handle, "remove")
+
+
+# ---------------------------------------------------------------- 03-ex1: freeze_entries
+
+@scenario("03-ex1", uses=["freeze_entries"], visible=True, title="the example of the test cell")
+def freeze_entries_visible(freeze_entries, rng):
+    table = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+    frozen = torch.tensor([[True, True], [False, False], [True, False]])
+    scale = torch.tensor([[1.0], [2.0], [3.0]])
+    handle = freeze_entries(table, frozen)
+    observed = {"freeze_entries returns a handle with remove()": _removable(handle)}
+    (table * scale).sum().backward()
+    observed["table.grad"] = table.grad
+    if _removable(handle):
+        handle.remove()
+    table.grad = None
+    (table * scale).sum().backward()
+    observed["table.grad after handle.remove()"] = table.grad
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    p = torch.tensor([5.0, 6.0], requires_grad=True)
+    freeze_entries(p, torch.tensor([True, False]))
+    (a * 3 + p).matmul(torch.tensor([1.0, 1.0])).backward()
+    observed["p.grad"] = p.grad
+    observed["a.grad (the hook sits on p)"] = a.grad
+    return observed
+
+
+@scenario("03-ex1", uses=["freeze_entries"], title="an intermediate tensor of another shape")
+def freeze_entries_intermediate(freeze_entries, rng):
+    shape = tuple(int(n) for n in torch.randint(1, 5, (int(torch.randint(1, 4, (),
+                                                                          generator=rng)),),
+                                                generator=rng))
+    mask = torch.rand(shape, generator=rng) < 0.5
+    source = torch.randn(shape, generator=rng, requires_grad=True)
+    middle = source * 2
+    weights = torch.randn(shape, generator=rng)
+    handle = freeze_entries(middle, mask)
+    (middle * weights).sum().backward(retain_graph=True)
+    observed = {"source.grad": source.grad}
+    if _removable(handle):
+        handle.remove()
+    source.grad = None
+    (middle * weights).sum().backward()
+    observed["source.grad after handle.remove()"] = source.grad
+    return observed
+
+
+@scenario("03-ex1", uses=["freeze_entries"], title="a gradient shared with another branch")
+def freeze_entries_shared(freeze_entries, rng):
+    n = int(torch.randint(2, 7, (), generator=rng))
+    a = torch.randn(n, generator=rng, requires_grad=True)
+    p = torch.randn(n, generator=rng, requires_grad=True)
+    mask = torch.rand(n, generator=rng) < 0.5
+    mask[0] = True
+    factor = float(torch.randint(2, 6, (), generator=rng))
+    freeze_entries(p, mask)
+    (a * factor + p).matmul(torch.randn(n, generator=rng)).backward()
+    return {"p.grad": p.grad, "a.grad (the hook sits on p)": a.grad}
+
+
+@mistake("03-ex1", "The mask is the wrong way round: the gradient must be 0 where mask is "
+                   "True and unchanged where it is False.")
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: grad.masked_fill(~mask, 0.0))
+
+
+@mistake("03-ex1", "The hook edits its argument in place (grad[mask] = 0, masked_fill_), and "
+                   "the change leaks into another branch that shares the same gradient tensor: "
+                   "return a new tensor instead (masked_fill, torch.where, grad * ~mask).",
+         replaces="freeze_entries")
+def freeze_entries_in_place(param, mask):
+    def hook(grad):
+        grad[mask] = 0.0
+        return grad
+    return param.register_hook(hook)
+
+
+@mistake("03-ex1", "The gradient is unchanged: the hook computes the masked gradient but does "
+                   "not return it, and a hook that returns None leaves the gradient as it was.",
+         replaces="freeze_entries")
+def freeze_entries_returns_none(param, mask):
+    def hook(grad):
+        grad.masked_fill(mask, 0.0)
+    return param.register_hook(hook)
+
+
+@mistake("03-ex1", "freeze_entries returned no handle, so the hook cannot be removed: return "
+                   "what register_hook gives back.", replaces="freeze_entries")
+def freeze_entries_without_handle(param, mask):
+    param.register_hook(lambda grad: grad.masked_fill(mask, 0.0))
+
+
+# ---------------------------------------------------------------- 03-ex2: clip_and_count
+
+@scenario("03-ex2", uses=["clip_and_count"], visible=True,
+          title="the example of the test cell")
+def visible_example(clip_and_count, rng):
+    t = torch.tensor([0.5, -1.0, 2.0, 4.0], requires_grad=True)
+    handle, calls = clip_and_count(t, -1.5, 1.5)
+    loss = (t ** 2).sum()
+    loss.backward(retain_graph=True)
+    first = t.grad.clone()
+    loss.backward()
+    handle.remove()
+    (t ** 2).sum().backward()
+    a = torch.tensor(1.0, requires_grad=True)
+    p = torch.tensor(1.0, requires_grad=True)
+    clip_and_count(p, -0.5, 0.5)
+    (a * 4 + p).mul(3).backward()
+    return {"t.grad after one backward": first, "calls": list(calls),
+            "t.grad at the end": t.grad, "a.grad (the hook sits on p)": a.grad,
+            "p.grad": p.grad}
+
+
+@scenario("03-ex2", uses=["clip_and_count"], title="asymmetric bounds on an intermediate")
+def asymmetric_bounds(clip_and_count, rng):
+    source = torch.randn(8, generator=rng, requires_grad=True)
+    middle = source * 1.0
+    low = -float(torch.rand((), generator=rng)) * 0.5 - 0.1     # in [-0.6, -0.1]
+    high = float(torch.rand((), generator=rng)) * 2 + 1.0        # in [1, 3]
+    weights = torch.randn(8, generator=rng) * 2
+    weights[0] = (low + -high) / 2   # between -high and low: only the lower bound clips it
+    handle, calls = clip_and_count(middle, low, high)
+    (middle * weights).sum().backward()
+    return {"source.grad": source.grad, "calls": list(calls)}
+
+
+@scenario("03-ex2", uses=["clip_and_count"], title="entries on the bounds, nothing to clip")
+def on_the_bounds(clip_and_count, rng):
+    low, high = _bounds(rng)
+    source = torch.randn(6, generator=rng, requires_grad=True)
+    middle = source * 1.0
+    weights = torch.tensor([low - 1.0, low, 0.0, high, high + 1.0, (low + high) / 2])
+    weights = weights[torch.randperm(6, generator=rng)]
+    handle, calls = clip_and_count(middle, low, high)
+    (middle * weights).sum().backward()
+    inside = torch.randn(3, generator=rng) * min(-low, high) / 4
+    u = inside.clone().requires_grad_()
+    handle, quiet = clip_and_count(u, low, high)
+    (u * u).sum().backward()
+    return {"source.grad": source.grad, "calls": list(calls),
+            "calls when nothing is clipped": list(quiet), "u.grad": u.grad}
+
+
+@scenario("03-ex2", uses=["clip_and_count"], title="two hooks on one tensor")
+def two_hooks(clip_and_count, rng):
+    low, high = _bounds(rng)
+    u = (torch.randn(5, generator=rng) * 2).requires_grad_()
+    first_handle, first = clip_and_count(u, low * 2, high * 2)
+    first_start = len(first)
+    second_handle, second = clip_and_count(u, low, high)
+    second_start = len(second)
+    (u * u).sum().backward()
+    return {"u.grad after both hooks": u.grad, "both calls return the same list": first is second,
+            "counts of the first hook": list(first[first_start:]),
+            "counts of the second hook": list(second[second_start:])}
+
+
+@scenario("03-ex2", uses=["clip_and_count"], title="a gradient shared with another branch")
+def shared_branch(clip_and_count, rng):
+    n = int(torch.randint(1, 5, (), generator=rng))
+    a = torch.randn(n, generator=rng, requires_grad=True)
+    p = torch.randn(n, generator=rng, requires_grad=True)
+    low, high = _bounds(rng)
+    factor = float(torch.randint(2, 6, (), generator=rng))
+    outer = float(torch.randint(3, 6, (), generator=rng)) * high     # larger than high
+    handle, calls = clip_and_count(p, low, high)
+    ((a * factor + p) * outer).sum().backward()
+    return {"a.grad (the hook sits on p)": a.grad, "p.grad": p.grad, "calls": list(calls)}
+
+
+@mistake("03-ex2", "The count uses |grad| > high, so the lower bound `low` is ignored: count "
+                   "the entries below low and the entries above high.")
+def clip_and_count(tensor, low, high):
+    calls = []
+
+    def clip(grad):
+        calls.append(int((grad.abs() > high).sum()))
+        return grad.clamp(low, high)
+
+    return tensor.register_hook(clip), calls
+
+
+@mistake("03-ex2", "The hook clamps its argument in place (clamp_), and the change leaks into "
+                   "another branch that shares the same gradient tensor: return "
+                   "grad.clamp(low, high), a new tensor.", replaces="clip_and_count")
+def clip_in_place(tensor, low, high):
+    calls = []
+
+    def clip(grad):
+        calls.append(int(((grad < low) | (grad > high)).sum()))
+        grad.clamp_(low, high)
+
+    return tensor.register_hook(clip), calls
+
+
+@mistake("03-ex2", "The gradient is unchanged: the hook counts but does not return the "
+                   "clamped gradient, and a hook that returns None leaves it as it was.",
+         replaces="clip_and_count")
+def clip_returns_none(tensor, low, high):
+    calls = []
+
+    def clip(grad):
+        calls.append(int(((grad < low) | (grad > high)).sum()))
+        grad.clamp(low, high)
+
+    return tensor.register_hook(clip), calls
+
+
+_SHARED_CALLS: list = []
+
+
+@mistake("03-ex2", "calls is one list shared by every call of clip_and_count (it was made "
+                   "outside the function), so two hooks count into the same list: create a "
+                   "new list inside clip_and_count.", replaces="clip_and_count")
+def clip_into_shared_list(tensor, low, high):
+    def clip(grad):
+        _SHARED_CALLS.append(int(((grad < low) | (grad > high)).sum()))
+        return grad.clamp(low, high)
+
+    return tensor.register_hook(clip), _SHARED_CALLS
+
+
+@mistake("03-ex2", "Entries equal to low or high were counted as clipped: count only the "
+                   "entries strictly below low or strictly above high.",
+         replaces="clip_and_count")
+def clip_counts_bounds(tensor, low, high):
+    calls = []
+
+    def clip(grad):
+        calls.append(int(((grad <= low) | (grad >= high)).sum()))
+        return grad.clamp(low, high)
+
+    return tensor.register_hook(clip), calls
+
+
+@mistake("03-ex2", "calls holds tensors, not plain ints: append int(...) or .item() of the "
+                   "count.", replaces="clip_and_count")
+def clip_counts_tensors(tensor, low, high):
+    calls = []
+
+    def clip(grad):
+        calls.append(((grad < low) | (grad > high)).sum())
+        return grad.clamp(low, high)
+
+    return tensor.register_hook(clip), calls
+
+
+# ---------------------------------------------------------------- 03-ex3: sgd_in_backward
+
+def _register(sgd_in_backward, params, lr):
+    with count_calls(torch.Tensor, "register_hook") as tensor_hooks, \
+            count_calls(torch.Tensor, "register_post_accumulate_grad_hook") as post_hooks:
+        handles = sgd_in_backward(params, lr)
+    is_list = isinstance(handles, list)
+    return handles, {
+        "returns a list": is_list,
+        "handles returned": len(handles) if is_list else None,
+        "every handle has remove()": is_list and all(hasattr(h, "remove") for h in handles),
+        "post-accumulate-grad hooks registered": post_hooks.count,
+        "tensor hooks (register_hook) registered": tensor_hooks.count}
+
+
+def _remove(handles):
+    for handle in handles if isinstance(handles, list) else []:
+        if hasattr(handle, "remove"):
+            handle.remove()
+
+
+@scenario("03-ex3", uses=["sgd_in_backward"], visible=True, title="the example of the test cell")
+def sgd_visible(sgd_in_backward, rng):
+    w = torch.tensor([1.0, -1.0], requires_grad=True)
+    bias = torch.tensor(0.5, requires_grad=True)
+    handles, observed = _register(sgd_in_backward, [w, bias], 0.25)
+    features = torch.tensor([2.0, 3.0])
+    ((w.matmul(features) + bias) ** 2).backward()
+    observed.update({"w after backward": w.detach().clone(),
+                     "bias after backward": bias.detach().clone(),
+                     "w.grad": w.grad, "bias.grad": bias.grad})
+    _remove(handles)
+    (w.sum() + bias).backward()
+    observed.update({"w after removing the hooks": w.detach().clone(),
+                     "w.grad after removing the hooks": w.grad})
+    return observed
+
+
+@scenario("03-ex3", uses=["sgd_in_backward"], title="three parameters of a small model")
+def sgd_small_model(sgd_in_backward, rng):
+    params = [torch.randn(3, 2, generator=rng).requires_grad_(),
+              torch.randn(2, generator=rng).requires_grad_(),
+              torch.randn((), generator=rng).requires_grad_()]
+    order = torch.randperm(3, generator=rng).tolist()
+    lr = float(torch.randint(1, 20, (), generator=rng)) / 100
+    handles, observed = _register(sgd_in_backward, [params[i] for i in order], lr)
+    x_in = torch.randn(4, 3, generator=rng)
+    ((x_in @ params[0] + params[1]).tanh().sum() * params[2]).backward()
+    observed["parameters after backward"] = [p.detach().clone() for p in params]
+    observed["their .grad after backward"] = [p.grad for p in params]
+    return observed
+
+
+@scenario("03-ex3", uses=["sgd_in_backward"],
+          title="a parameter used twice, two backward passes, an empty list")
+def sgd_twice(sgd_in_backward, rng):
+    weight = torch.randn(4, generator=rng).requires_grad_()
+    lr = float(torch.randint(1, 20, (), generator=rng)) / 100
+    handles, observed = _register(sgd_in_backward, [weight], lr)
+    data = torch.randn(4, generator=rng)
+    positions = []
+    for _ in range(2):
+        ((weight * data).sum() ** 2 + (weight * weight).sum()).backward()
+        positions.append(weight.detach().clone())
+    observed["weight after each backward"] = positions
+    observed["weight.grad at the end"] = weight.grad
+    empty = sgd_in_backward([], lr)
+    observed["sgd_in_backward([], lr)"] = empty if isinstance(empty, list) else repr(type(empty))
+    return observed
+
+
+@mistake("03-ex3", "The parameters moved up the gradient: subtract lr * param.grad, do not "
+                   "add it.")
+def sgd_in_backward(params, lr):
+    def step(param):
+        param.add_(param.grad, alpha=lr)
+        param.grad = None
+
+    return [param.register_post_accumulate_grad_hook(step) for param in params]
+
+
+@mistake("03-ex3", "param.grad is still filled after the step: set param.grad = None at the end "
+                   "of the hook.", replaces="sgd_in_backward")
+def sgd_keeps_grad(params, lr):
+    def step(param):
+        param.add_(param.grad, alpha=-lr)
+
+    return [param.register_post_accumulate_grad_hook(step) for param in params]
+
+
+@mistake("03-ex3", "The hooks were registered with register_hook, which runs before the "
+                   "gradient is added to .grad, so .grad is filled after the step: use "
+                   "register_post_accumulate_grad_hook, which runs after.",
+         replaces="sgd_in_backward")
+def sgd_with_tensor_hooks(params, lr):
+    def make(param):
+        def hook(grad):
+            with torch.no_grad():
+                param.sub_(lr * grad)
+        return hook
+
+    return [param.register_hook(make(param)) for param in params]
+
+
+@mistake("03-ex3", "A hook raised a TypeError, most likely because param.grad was None: each "
+                   "hook must step the tensor it receives as its argument, while a lambda made "
+                   "in a loop sees the loop's last parameter.", replaces="sgd_in_backward")
+def sgd_late_binding(params, lr):
+    def step(param):
+        param.add_(param.grad, alpha=-lr)
+        param.grad = None
+
+    handles = []
+    for param in params:
+        handles.append(param.register_post_accumulate_grad_hook(lambda _: step(param)))
+    return handles
+
+
+@mistake("03-ex3", "The parameters did not move: change each parameter in place "
+                   "(param.add_(...), param -= ...); `param = param - ...` only rebinds a local "
+                   "name.", replaces="sgd_in_backward")
+def sgd_rebinds(params, lr):
+    def step(param):
+        param = param - lr * param.grad
+        param.grad = None
+
+    return [p.register_post_accumulate_grad_hook(step) for p in params]
+
+
+@mistake("03-ex3", "sgd_in_backward must return a list with one handle per parameter, in the "
+                   "order of params.", replaces="sgd_in_backward")
+def sgd_returns_no_list(params, lr):
+    def step(param):
+        param.add_(param.grad, alpha=-lr)
+        param.grad = None
+
+    for param in params:
+        param.register_post_accumulate_grad_hook(step)

@@ -1,0 +1,381 @@
+"""Scenarios of lesson 05 (custom autograd functions): what the grader observes of each answer.
+
+Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
+
+Each answer is a `torch.autograd.Function` subclass; a scenario receives the class and calls
+`.apply`. It observes forward values, gradients, the tensor passed to `backward` (a backward
+must not change its `grad_output` in place), and `gradcheck` results as booleans
+(`raise_exception=False`).
+"""
+
+import torch
+from torch.autograd import Function, gradcheck
+
+from coursekit.scenarios import mistake, scenario
+
+
+def _silu_slope(x):
+    sig = torch.sigmoid(x)
+    return sig + x * sig * (1 - sig)
+
+
+def _in_place_change_is_safe(SiLU, x, change):
+    """Change x in place after the forward pass: a safe SiLU either raises in backward (it
+    saved x with save_for_backward) or still gives the gradient at the original x (it saved
+    what it needs, such as sigmoid(x) and the output)."""
+    original = x.detach().clone()
+    y = SiLU.apply(x)
+    with torch.no_grad():
+        x.add_(change)
+    try:
+        y.sum().backward()
+    except RuntimeError:
+        return True
+    return x.grad is not None and bool(
+        torch.allclose(x.grad, _silu_slope(original), rtol=1e-4, atol=1e-5))
+
+
+# ------------------------------------------------------------------------- 05-ex1: SiLU
+
+@scenario("05-ex1", uses=["SiLU"], visible=True, rtol=1e-4, atol=1e-5,
+          title="the example of the test cell")
+def silu_visible_example(SiLU, rng):
+    x = torch.tensor([-1.5, 0., 0.5, 2.], requires_grad=True)
+    y = SiLU.apply(x)
+    upstream = torch.tensor([1., 2., -1., 0.5])
+    y.backward(upstream)
+    x64 = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
+    moved = torch.tensor([0.3, -0.7], requires_grad=True)
+    return {"SiLU forward": y, "x.grad": x.grad,
+            "gradcheck on float64 inputs": gradcheck(SiLU.apply, (x64,),
+                                                     raise_exception=False),
+            "x changed in place after forward: backward raises or the gradient is right":
+                _in_place_change_is_safe(SiLU, moved, 1.0)}
+
+
+@scenario("05-ex1", uses=["SiLU"], rtol=1e-4, atol=1e-5,
+          title="a random 2-D input and gradient")
+def silu_random(SiLU, rng):
+    rows, columns = int(torch.randint(2, 5, (), generator=rng)), 3
+    x = (torch.randn(rows, columns, generator=rng) * 3).requires_grad_()
+    upstream = torch.randn(rows, columns, generator=rng)
+    y = SiLU.apply(x)
+    y.backward(upstream)
+    return {"SiLU forward": y, "x.grad": x.grad}
+
+
+@scenario("05-ex1", uses=["SiLU"], rtol=1e-6, atol=1e-8,
+          title="float64 inputs, gradcheck and an in-place change")
+def silu_float64(SiLU, rng):
+    x64 = (torch.randn(3, 4, generator=rng, dtype=torch.float64) * 4).requires_grad_()
+    y = SiLU.apply(x64)
+    upstream = torch.randn(3, 4, generator=rng, dtype=torch.float64)
+    (gradient,) = torch.autograd.grad(y, x64, upstream)
+    moved = torch.randn(5, generator=rng).requires_grad_()
+    change = float(torch.rand((), generator=rng)) + 0.5
+    return {"SiLU forward": y, "x.grad": gradient,
+            "gradcheck on float64 inputs": gradcheck(SiLU.apply, (x64,),
+                                                     raise_exception=False),
+            "x changed in place after forward: backward raises or the gradient is right":
+                _in_place_change_is_safe(SiLU, moved, change)}
+
+
+@mistake("05-ex1", "x.grad is σ(x) · grad_output: the product rule's second term, "
+                   "x · σ(x) · (1 − σ(x)), is missing.", replaces="SiLU")
+class SiLUWithoutSecondTerm(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+
+
+@mistake("05-ex1", "x.grad ignores grad_output: multiply the local derivative silu′(x) by "
+                   "grad_output (the vector–Jacobian product).", replaces="SiLU")
+class SiLUIgnoringGradOutput(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return _silu_slope(x)
+
+
+@mistake("05-ex1", "x.grad uses σ′(x) = σ(x)(1 − σ(x)), the derivative of the sigmoid alone: "
+                   "silu(x) = x · σ(x) needs the product rule, σ(x) + x · σ′(x).",
+         replaces="SiLU")
+class SiLUWithSigmoidDerivative(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        sig = torch.sigmoid(x)
+        return grad_output * sig * (1 - sig)
+
+
+@mistake("05-ex1", "x is kept as a ctx attribute (ctx.x = x): when x changes in place after the "
+                   "forward pass, backward silently uses the new values. Save it with "
+                   "ctx.save_for_backward(x) and read it from ctx.saved_tensors.",
+         replaces="SiLU")
+class SiLUWithCtxAttribute(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * _silu_slope(ctx.x)
+
+
+# ---------------------------------------------------------------------- 05-ex2: SignSTE
+
+def _ste_observations(SignSTE, x, upstream):
+    y = SignSTE.apply(x)
+    sent = upstream.clone()
+    y.backward(upstream)
+    return {"SignSTE forward": y, "x.grad": x.grad,
+            "upstream unchanged by backward": torch.equal(upstream, sent)}
+
+
+@scenario("05-ex2", uses=["SignSTE"], visible=True, title="the example of the test cell")
+def ste_visible_example(SignSTE, rng):
+    x = torch.tensor([-2.5, -1., -0.5, 0., 0.75, 1., 1.25], requires_grad=True)
+    upstream = torch.tensor([1., 2., 3., 4., 5., 6., 7.])
+    return _ste_observations(SignSTE, x, upstream)
+
+
+@scenario("05-ex2", uses=["SignSTE"], title="random inputs with entries at and near ±1")
+def ste_random(SignSTE, rng):
+    x = torch.randn(4, 5, generator=rng) * 1.5
+    edges = torch.tensor([1., -1., 0.999, -1.001, 1.001, -0.999, 0.])
+    places = torch.randperm(20, generator=rng)[: len(edges)]
+    x.view(-1)[places] = edges
+    upstream = torch.randn(4, 5, generator=rng) * 2
+    return _ste_observations(SignSTE, x.requires_grad_(), upstream)
+
+
+@scenario("05-ex2", uses=["SignSTE"], title="float64 inputs")
+def ste_float64(SignSTE, rng):
+    x = (torch.randn(6, generator=rng, dtype=torch.float64) * 2).requires_grad_()
+    upstream = torch.randn(6, generator=rng, dtype=torch.float64)
+    return _ste_observations(SignSTE, x, upstream)
+
+
+@mistake("05-ex2", "x.grad is zero: that is the true derivative of sign. A straight-through "
+                   "estimator passes grad_output through instead.", replaces="SignSTE")
+class SignWithTrueDerivative(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.zeros_like(grad_output)
+
+
+@mistake("05-ex2", "x.grad is grad_output everywhere: set it to zero where |x| > 1.",
+         replaces="SignSTE")
+class SignPassingEverything(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clone()
+
+
+@mistake("05-ex2", "x.grad holds ones (the mask) instead of grad_output: pass grad_output "
+                   "itself through, masked where |x| > 1.", replaces="SignSTE")
+class SignReturningTheMask(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return (x.abs() <= 1).to(grad_output.dtype)
+
+
+@mistake("05-ex2", "At |x| = 1 exactly the gradient was stopped: the rule is |x| ≤ 1, the "
+                   "boundary included (PyTorch's hardtanh sends 0 there; this exercise does "
+                   "not).", replaces="SignSTE")
+class SignWithStrictBoundary(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * (x.abs() < 1).to(grad_output.dtype)
+
+
+@mistake("05-ex2", "The mask is taken from grad_output: which entries pass depends on the "
+                   "input x (|x| ≤ 1), so save x in forward and mask with it.",
+         replaces="SignSTE")
+class SignMaskingByGradient(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * (grad_output.abs() <= 1).to(grad_output.dtype)
+
+
+@mistake("05-ex2", "backward writes into grad_output in place: the caller's gradient tensor "
+                   "changed. Build a new tensor (grad_output * mask, torch.where) instead.",
+         replaces="SignSTE")
+class SignMaskingInPlace(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        grad_output[x.abs() > 1] = 0
+        return grad_output
+
+
+# ----------------------------------------------------------------- 05-ex3: ClipGradient
+
+def _clip_observations(ClipGradient, x, bound, upstream):
+    y = ClipGradient.apply(x, bound)
+    sent = upstream.clone()
+    y.backward(upstream)
+    return {"ClipGradient forward": y, "x.grad": x.grad,
+            "upstream unchanged by backward": torch.equal(upstream, sent)}
+
+
+def _gradchecks(ClipGradient, x64):
+    return [gradcheck(lambda t: ClipGradient.apply(t, bound), (x64,), raise_exception=False)
+            for bound in (10., 0.5)]
+
+
+@scenario("05-ex3", uses=["ClipGradient"], visible=True, title="the example of the test cell")
+def clip_visible_example(ClipGradient, rng):
+    x = torch.tensor([0.5, -1., 2.], requires_grad=True)
+    observed = _clip_observations(ClipGradient, x, 1.5, torch.tensor([3., -0.2, -5.]))
+    x64 = torch.tensor([0.3, -2., 4.], dtype=torch.float64, requires_grad=True)
+    observed["gradcheck with bound 10, with bound 0.5"] = _gradchecks(ClipGradient, x64)
+    return observed
+
+
+@scenario("05-ex3", uses=["ClipGradient"], title="a random input, gradient and bound")
+def clip_random(ClipGradient, rng):
+    x = torch.randn(4, 3, generator=rng).requires_grad_()
+    bound = float(torch.rand((), generator=rng)) * 1.5 + 0.3
+    upstream = torch.randn(4, 3, generator=rng) * 3
+    return _clip_observations(ClipGradient, x, bound, upstream)
+
+
+@scenario("05-ex3", uses=["ClipGradient"], rtol=1e-4, atol=1e-5,
+          title="between two operations, and gradcheck")
+def clip_between_operations(ClipGradient, rng):
+    x = torch.randn(5, generator=rng).requires_grad_()
+    weight = torch.randn(5, generator=rng) * 3
+    bound = float(torch.rand((), generator=rng)) + 0.5
+    hidden = ClipGradient.apply(x * weight, bound)
+    (hidden ** 2 * 2).sum().backward()
+    x64 = torch.randn(4, generator=rng, dtype=torch.float64).requires_grad_()
+    return {"x.grad": x.grad,
+            "gradcheck with bound 10, with bound 0.5": _gradchecks(ClipGradient, x64)}
+
+
+@mistake("05-ex3", "x.grad is grad_output unchanged: clamp it to [-bound, bound].",
+         replaces="ClipGradient")
+class ClipNothing(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clone(), None
+
+
+@mistake("05-ex3", "x.grad looks like x clamped: clamp grad_output, not the input.",
+         replaces="ClipGradient")
+class ClipTheInput(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.save_for_backward(x)
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return x.clamp(-ctx.bound, ctx.bound), None
+
+
+@mistake("05-ex3", "Negative gradients were set to 0: clamp to [-bound, bound], not "
+                   "[0, bound].", replaces="ClipGradient")
+class ClipToPositive(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clamp(0, ctx.bound), None
+
+
+@mistake("05-ex3", "Only the upper bound clips: gradients below -bound pass unchanged. Clamp "
+                   "on both sides, to [-bound, bound].", replaces="ClipGradient")
+class ClipAboveOnly(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clamp(max=ctx.bound), None
+
+
+@mistake("05-ex3", "backward clamps grad_output in place (clamp_): the caller's gradient "
+                   "tensor changed too. Return a new tensor: grad_output.clamp(...).",
+         replaces="ClipGradient")
+class ClipInPlace(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clamp_(-ctx.bound, ctx.bound), None
+
+
+@mistake("05-ex3", "backward raised a RuntimeError. backward must return one value per input "
+                   "of forward: the clipped gradient for x, and None for the float bound.",
+         replaces="ClipGradient")
+class ClipWithoutNone(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clamp(-ctx.bound, ctx.bound)

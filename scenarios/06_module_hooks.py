@@ -1,0 +1,515 @@
+"""Scenarios of lesson 06 (module hooks): what the grader observes of each answer.
+
+Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
+Every model is small and built here, its weights drawn from `rng` (never the ResNet-50).
+"""
+
+import warnings
+
+import torch
+from torch import nn
+
+from coursekit.scenarios import mistake, scenario
+
+
+def _randomise(model, rng, scale=0.5):
+    """Draw every parameter of `model` from `rng`, so no run depends on the global seed."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=rng) * scale)
+    return model
+
+
+def _size(rng, low, high):
+    """An integer in [low, high]."""
+    return int(torch.randint(low, high + 1, (), generator=rng))
+
+
+def _forward_hooks_left(model):
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def _requires_grad(value):
+    return value.requires_grad if isinstance(value, torch.Tensor) else None
+
+
+class _FailsAfter(nn.Module):
+    """A model whose forward pass raises after its first layer has run."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.first = nn.Linear(width, width)
+
+    def forward(self, x):
+        self.first(x)
+        raise ValueError("this forward pass fails after its first layer")
+
+
+def _after_failure(capture_activation, width, rng):
+    """What reaches the caller when the forward pass raises, and the hooks left behind."""
+    failing = _randomise(_FailsAfter(width), rng)
+    try:
+        capture_activation(failing, failing.first, torch.randn(1, width, generator=rng))
+        reached = None
+    except Exception as err:  # noqa: BLE001 (which error reaches the caller is observed)
+        reached = type(err).__name__
+    return {"error that reached the caller": reached,
+            "hooks left after the forward pass raised": _forward_hooks_left(failing)}
+
+
+# ---------------------------------------------------------- 06-ex1: capture_activation
+
+@scenario("06-ex1", uses=["capture_activation"], visible=True,
+          title="the example of the test cell")
+def capture_visible_example(capture_activation, rng):
+    net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(inplace=True), nn.Linear(3, 1))
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[1., -1.], [2., 0.5], [-1., -1.]]))
+        net[0].bias.copy_(torch.tensor([0., -1., 0.5]))
+        net[2].weight.copy_(torch.tensor([[0.5, -0.5, 1.]]))
+        net[2].bias.zero_()
+    x = torch.tensor([[1., 2.], [-1., 0.]])
+    activation = capture_activation(net, net[0], x)
+    return {"activation": activation,
+            "activation.requires_grad": _requires_grad(activation),
+            "hooks left on the model": _forward_hooks_left(net),
+            "a forward pass that raises": _after_failure(capture_activation, 2, rng)}
+
+
+@scenario("06-ex1", uses=["capture_activation"],
+          title="a nested model with an in-place ReLU after the captured layer")
+def capture_nested_model(capture_activation, rng):
+    a, b, c = _size(rng, 2, 5), _size(rng, 3, 6), _size(rng, 2, 4)
+    inner = nn.Sequential(nn.Linear(b, b), nn.Tanh())
+    outer = _randomise(nn.Sequential(nn.Linear(a, b), inner, nn.ReLU(inplace=True),
+                                     nn.Linear(b, c)), rng)
+    x = torch.randn(_size(rng, 2, 5), a, generator=rng, requires_grad=True)
+    observed = {}
+    for name, layer in [("inner", inner), ("inner[1]", inner[1]), ("outer[0]", outer[0])]:
+        activation = capture_activation(outer, layer, x)
+        observed[f"activation of {name}"] = activation
+        observed[f"activation of {name}: requires_grad"] = _requires_grad(activation)
+    observed["hooks left on the model"] = _forward_hooks_left(outer)
+    return observed
+
+
+@scenario("06-ex1", uses=["capture_activation"],
+          title="a forward pass that raises after the captured layer")
+def capture_when_forward_raises(capture_activation, rng):
+    return _after_failure(capture_activation, _size(rng, 2, 6), rng)
+
+
+@mistake("06-ex1", "The activation shows the in-place ReLU's change: the hook kept a reference "
+                   "to the output (output or output.detach() share its memory), or copied it only "
+                   "after model(x) returned. Store output.detach().clone() inside the hook.",
+         replaces="capture_activation")
+def capture_keeps_a_reference(model, layer, x):
+    captured = {}
+    handle = layer.register_forward_hook(
+        lambda module, args, output: captured.__setitem__("out", output.detach()))
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return captured["out"]
+
+
+@mistake("06-ex1", "The hook kept the output tensor itself: the in-place ReLU changed it "
+                   "afterwards, and it is still part of the graph. Store "
+                   "output.detach().clone() inside the hook.", replaces="capture_activation")
+def capture_keeps_the_output(model, layer, x):
+    captured = {}
+    handle = layer.register_forward_hook(
+        lambda module, args, output: captured.__setitem__("out", output))
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return captured["out"]
+
+
+@mistake("06-ex1", "The activation still requires grad: output.clone() copies the values but "
+                   "stays in the graph. Detach it as well: output.detach().clone().",
+         replaces="capture_activation")
+def capture_clones_without_detach(model, layer, x):
+    captured = {}
+    handle = layer.register_forward_hook(
+        lambda module, args, output: captured.__setitem__("out", output.clone()))
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return captured["out"]
+
+
+@mistake("06-ex1", "The hook stays on the layer after the function returns: remove it with the "
+                   "handle that register_forward_hook returned.",
+         replaces="capture_activation")
+def capture_never_removes(model, layer, x):
+    captured = {}
+    layer.register_forward_hook(
+        lambda module, args, output: captured.__setitem__("out", output.detach().clone()))
+    model(x)
+    return captured["out"]
+
+
+@mistake("06-ex1", "When model(x) raises, the hook stays on the layer: remove it in a finally "
+                   "block (or use the handle as a context manager), so that it goes in every "
+                   "case.", replaces="capture_activation")
+def capture_removes_only_on_success(model, layer, x):
+    captured = {}
+    handle = layer.register_forward_hook(
+        lambda module, args, output: captured.__setitem__("out", output.detach().clone()))
+    model(x)
+    handle.remove()
+    return captured["out"]
+
+
+@mistake("06-ex1", "These are the values that go into the layer (args[0]), not what comes out: "
+                   "a forward hook receives (module, args, output); keep the output.",
+         replaces="capture_activation")
+def capture_the_input(model, layer, x):
+    captured = {}
+    handle = layer.register_forward_hook(
+        lambda module, args, output: captured.__setitem__("in", args[0].detach().clone()))
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return captured["in"]
+
+
+# ---------------------------------------------------------------- 06-ex2: count_calls
+
+class _Reuse(nn.Module):
+    """The model of the visible test."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(3, 3)
+        self.act = nn.Tanh()
+        self.block = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+        self.head = nn.Linear(3, 2)
+        self.spare = nn.Linear(3, 3)
+
+    def forward(self, x):
+        x = self.act(self.inp(x))
+        for _ in range(3):
+            x = self.block(x)
+        return self.head(self.act(x))
+
+
+class _Tower(nn.Module):
+    """A stem, a stack of cells run `repeats` times, a shared activation, an unused branch."""
+
+    def __init__(self, width, depth, repeats):
+        super().__init__()
+        self.repeats = repeats
+        self.stem = nn.Linear(width, width)
+        self.act = nn.ReLU()
+        self.cells = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.Tanh())
+                                     for _ in range(depth)])
+        self.skip = nn.Identity()
+        self.unused = nn.Sequential(nn.Linear(width, width), nn.Sigmoid())
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x):
+        x = self.act(self.stem(x))
+        for _ in range(self.repeats):
+            x = self.act(self.cells(x)) + self.skip(x)
+        return self.head(x)
+
+
+def _count_twice(count_calls, model, x):
+    first = count_calls(model, x)
+    return {"counts": first, "hooks left on the model": _forward_hooks_left(model),
+            "counts of a second call": count_calls(model, x)}
+
+
+@scenario("06-ex2", uses=["count_calls"], visible=True, title="the example of the test cell")
+def count_visible_example(count_calls, rng):
+    return _count_twice(count_calls, _Reuse(), torch.ones(2, 3))
+
+
+@scenario("06-ex2", uses=["count_calls"],
+          title="a model with repeated cells, a shared activation and an unused branch")
+def count_tower(count_calls, rng):
+    width = _size(rng, 2, 4)
+    model = _randomise(_Tower(width, _size(rng, 1, 3), _size(rng, 2, 5)), rng)
+    return _count_twice(count_calls, model,
+                        torch.randn(_size(rng, 1, 3), width, generator=rng))
+
+
+@scenario("06-ex2", uses=["count_calls"], title="a flat model of one layer")
+def count_single_layer(count_calls, rng):
+    width = _size(rng, 2, 5)
+    model = nn.Sequential(nn.Linear(width, width))
+    return {"counts": count_calls(model, torch.randn(1, width, generator=rng))}
+
+
+@mistake("06-ex2", "Nested modules are missing: named_children() lists only the direct children. "
+                   "Use named_modules() and leave out the model itself (name '').",
+         replaces="count_calls")
+def count_children_only(model, x):
+    counts = {name: 0 for name, _ in model.named_children()}
+    handles = []
+    for name, module in model.named_children():
+        def hook(module, args, output, name=name):
+            counts[name] += 1
+        handles.append(module.register_forward_hook(hook))
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return counts
+
+
+@mistake("06-ex2", "Every call was counted under one name, the last one of the loop: a hook "
+                   "defined in a loop reads the loop variable when it runs, after the loop has "
+                   "ended. Bind the name when the hook is made (a default argument name=name, "
+                   "or a function that returns the hook).", replaces="count_calls")
+def count_late_binding(model, x):
+    counts = {name: 0 for name, _ in model.named_modules() if name}
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            def hook(module, args, output):
+                counts[name] += 1
+            handles.append(module.register_forward_hook(hook))
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return counts
+
+
+@mistake("06-ex2", "The hooks stay on the model, so a second call counts every module twice: "
+                   "remove each hook with its handle after the forward pass.",
+         replaces="count_calls")
+def count_never_removes(model, x):
+    counts = {name: 0 for name, _ in model.named_modules() if name}
+    for name, module in model.named_modules():
+        if name:
+            def hook(module, args, output, name=name):
+                counts[name] += 1
+            module.register_forward_hook(hook)
+    model(x)
+    return counts
+
+
+@mistake("06-ex2", "The model itself (the name '') is in the dict: named_modules() yields it "
+                   "first; leave it out.", replaces="count_calls")
+def count_includes_the_model(model, x):
+    counts = {name: 0 for name, _ in model.named_modules()}
+    handles = []
+    for name, module in model.named_modules():
+        def hook(module, args, output, name=name):
+            counts[name] += 1
+        handles.append(module.register_forward_hook(hook))
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return counts
+
+
+@mistake("06-ex2", "Modules that never ran are missing: start every name at 0 before the "
+                   "forward pass.", replaces="count_calls")
+def count_skips_unused(model, x):
+    counts = {}
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            def hook(module, args, output, name=name):
+                counts[name] = counts.get(name, 0) + 1
+            handles.append(module.register_forward_hook(hook))
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return counts
+
+
+# ------------------------------------------------------------- 06-ex3: block_gradient
+
+def _hooks_on(module):
+    """Which kinds of hooks are registered on `module`."""
+    backward = len(module._backward_hooks)
+    kind = {True: "full", False: "legacy"}.get(module._is_full_backward_hook, "none")
+    return {"backward hooks": backward, "kind of backward hooks": kind if backward else "none",
+            "backward pre-hooks": len(module._backward_pre_hooks)}
+
+
+def _small_net():
+    torch.manual_seed(4)
+    return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+
+
+class _Residual(nn.Module):
+    """h = first(x); out = head(h + gate(h)): the gate's branch beside a skip path."""
+
+    def __init__(self, width, gate):
+        super().__init__()
+        self.first = nn.Linear(width, width)
+        self.gate = gate
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x):
+        h = self.first(x)
+        return self.head(h + self.gate(h))
+
+
+class _Mix(nn.Module):
+    """A module of two inputs: lin(a) * b."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.lin = nn.Linear(width, width)
+
+    def forward(self, a, b):
+        return self.lin(a) * b
+
+
+def _blocked_residual(block_gradient, model, x):
+    """Block the gate of a _Residual model and run one backward pass."""
+    handle = block_gradient(model.gate)
+    model(x).pow(2).sum().backward()
+    observed = {"first.weight.grad (through the skip path only)": model.first.weight.grad,
+                "head.weight.grad": model.head.weight.grad}
+    if hasattr(handle, "remove"):
+        handle.remove()
+    return observed
+
+
+@scenario("06-ex3", uses=["block_gradient"], visible=True, title="the example of the test cell")
+def block_visible_example(block_gradient, rng):
+    x = torch.tensor([[0.5, -1., 2.], [1., 1., -0.5]])
+    net = _small_net()
+    handle = block_gradient(net[2])
+    net(x).pow(2).sum().backward()
+    observed = {"net[0].weight.grad": net[0].weight.grad,
+                "net[2].weight.grad": net[2].weight.grad,
+                "hooks on net[2]": _hooks_on(net[2]),
+                "handle has remove()": hasattr(handle, "remove")}
+    if hasattr(handle, "remove"):
+        handle.remove()
+    net.zero_grad()
+    net(x).pow(2).sum().backward()
+    observed["net[0].weight.grad after handle.remove()"] = net[0].weight.grad
+    torch.manual_seed(5)
+    residual = _Residual(3, nn.Identity())
+    observed["residual block: first.weight.grad"] = _blocked_residual(
+        block_gradient, residual, torch.tensor([[1., -2., 0.5], [0., 1., 1.]]))[
+        "first.weight.grad (through the skip path only)"]
+    net = _small_net()
+    block_gradient(net[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net(x).sum().backward()
+    observed["blocking the first layer (grad_input is (None,)): net[0].weight.grad"] = \
+        net[0].weight.grad
+    return observed
+
+
+@scenario("06-ex3", uses=["block_gradient"],
+          title="blocking a middle layer of a random network")
+def block_middle_layer(block_gradient, rng):
+    a, b, c = _size(rng, 2, 5), _size(rng, 2, 6), _size(rng, 1, 4)
+    net = _randomise(nn.Sequential(nn.Linear(a, b), nn.Tanh(), nn.Linear(b, b), nn.Tanh(),
+                                   nn.Linear(b, c)), rng)
+    x = torch.randn(_size(rng, 1, 4), a, generator=rng, requires_grad=True)
+    target = _size(rng, 1, 2) * 2 - 1  # net[1] or net[3]
+    handle = block_gradient(net[target])
+    net(x).pow(2).sum().backward()
+    observed = {"x.grad": x.grad, "net[0].weight.grad": net[0].weight.grad,
+                "net[4].weight.grad": net[4].weight.grad,
+                f"hooks on net[{target}]": _hooks_on(net[target]),
+                "handle has remove()": hasattr(handle, "remove")}
+    if hasattr(handle, "remove"):
+        handle.remove()
+        x.grad = None
+        net.zero_grad()
+        net(x).pow(2).sum().backward()
+        observed["x.grad after handle.remove()"] = x.grad
+    return observed
+
+
+@scenario("06-ex3", uses=["block_gradient"],
+          title="a residual block whose gate branch is blocked (the skip path must still carry "
+                "the gradient)")
+def block_residual_gate(block_gradient, rng):
+    width = _size(rng, 2, 5)
+    gate = nn.Identity() if _size(rng, 0, 1) else nn.Dropout(0.5).eval()
+    model = _randomise(_Residual(width, gate), rng)
+    return _blocked_residual(block_gradient, model,
+                             torch.randn(_size(rng, 2, 4), width, generator=rng))
+
+
+@scenario("06-ex3", uses=["block_gradient"],
+          title="a module of two inputs, and a first layer whose input needs no gradient")
+def block_two_inputs_and_none(block_gradient, rng):
+    width = _size(rng, 2, 5)
+    mix = _randomise(_Mix(width), rng)
+    a = torch.randn(2, width, generator=rng, requires_grad=True)
+    b = torch.randn(2, width, generator=rng, requires_grad=True)
+    block_gradient(mix)
+    mix(a, b).pow(2).sum().backward()
+    net = _randomise(nn.Sequential(nn.Linear(width, 3), nn.Tanh(), nn.Linear(3, 1)), rng)
+    block_gradient(net[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net(torch.randn(2, width, generator=rng)).sum().backward()
+    return {"a.grad": a.grad, "b.grad": b.grad, "mix.lin.weight.grad": mix.lin.weight.grad,
+            "net[0].weight.grad when its input needs no gradient": net[0].weight.grad}
+
+
+@mistake("06-ex3", "The gradient went on unchanged: a backward hook that returns None changes "
+                   "nothing. Return a new grad_input tuple of zeros.", replaces="block_gradient")
+def block_returns_none(module):
+    return module.register_full_backward_hook(lambda module, grad_input, grad_output: None)
+
+
+@mistake("06-ex3", "The hook zeroes grad_input in place (zero_()) and returns None. Where that "
+                   "tensor is shared with another path, as with the skip path of a residual "
+                   "block, that gradient is wiped too. Return a new tuple of zeros "
+                   "(torch.zeros_like) instead of editing the tensors you were given.",
+         replaces="block_gradient")
+def block_zeroes_in_place(module):
+    def hook(module, grad_input, grad_output):
+        for grad in grad_input:
+            if grad is not None:
+                grad.zero_()
+    return module.register_full_backward_hook(hook)
+
+
+@mistake("06-ex3", "This is a legacy hook (register_backward_hook): its grad_input holds the "
+                   "gradients of the last operation's inputs, the layer's own weights among them, "
+                   "so zeroing it also takes the weights' gradients. Use "
+                   "register_full_backward_hook.", replaces="block_gradient")
+def block_with_legacy_hook(module):
+    def hook(module, grad_input, grad_output):
+        return tuple(None if grad is None else torch.zeros_like(grad) for grad in grad_input)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return module.register_backward_hook(hook)
+
+
+@mistake("06-ex3", "The blocked layer's own weights lost their gradient: zero grad_input (what "
+                   "flows out to earlier layers) in a full backward hook, not grad_output (what "
+                   "comes in, which the weights need).", replaces="block_gradient")
+def block_zeroes_grad_output(module):
+    return module.register_full_backward_pre_hook(
+        lambda module, grad_output: tuple(None if g is None else torch.zeros_like(g)
+                                          for g in grad_output))
+
+
+@mistake("06-ex3", "torch.zeros_like(None) fails: an input that needs no gradient has None in "
+                   "grad_input. Keep None entries as None in the tuple you return.",
+         replaces="block_gradient")
+def block_zeros_for_none(module):
+    return module.register_full_backward_hook(
+        lambda module, grad_input, grad_output: tuple(torch.zeros_like(g) for g in grad_input))
+
+
+@mistake("06-ex3", "The function returns no handle: return what register_full_backward_hook "
+                   "returned, so that the block can be lifted.", replaces="block_gradient")
+def block_returns_no_handle(module):
+    module.register_full_backward_hook(
+        lambda module, grad_input, grad_output: tuple(
+            None if g is None else torch.zeros_like(g) for g in grad_input))

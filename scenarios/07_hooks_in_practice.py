@@ -1,0 +1,571 @@
+"""Scenarios of lesson 07 (hooks in practice): what the grader observes of each answer.
+
+Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
+The models are small (a few layers of a few units, images of 8×8 pixels at most), their
+weights drawn from `rng`; the visible scenarios rebuild the test cells' own models.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from coursekit.practice import deep_mlp, make_shapes, shape_cnn, tensor_bytes, watch_outputs
+from coursekit.scenarios import count_calls, mistake, scenario
+
+
+def _size(rng, low, high):
+    """An integer in [low, high]."""
+    return int(torch.randint(low, high + 1, (), generator=rng))
+
+
+def _randomise(model, rng, scale):
+    """Draw every parameter of `model` from N(0, scale²) with `rng`."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=rng) * scale)
+    return model
+
+
+def _forward_hooks_left(model):
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def _random_mlp(rng):
+    """A deep_mlp of random depth, width and activation on 8 input features."""
+    depth, width = _size(rng, 3, 6), _size(rng, 4, 10)
+    activation = ("sigmoid", "tanh", "relu")[_size(rng, 0, 2)]
+    scale = float(torch.rand((), generator=rng)) * 0.8 + 0.2
+    return _randomise(deep_mlp(depth, width, 8, 3, activation), rng, scale)
+
+
+# ------------------------------------------------ 07-ex1: output_grad_norms, weakest_layer
+
+def _profile(output_grad_norms, weakest_layer, model, images, labels):
+    """Run output_grad_norms under spies; observe its result and what it kept."""
+    with count_calls(torch.Tensor, "retain_grad") as retained, \
+            count_calls(torch.autograd, "grad") as autograd_grad, \
+            watch_outputs(model) as outputs:
+        found = output_grad_norms(model, images, labels)
+    observed = {"retain_grad calls": retained.count,
+                "torch.autograd.grad calls": autograd_grad.count,
+                "Linear outputs kept at the end of each forward pass": outputs.per_pass,
+                "hooks left on the model": _forward_hooks_left(model)}
+    if not isinstance(found, dict):
+        observed["type of the result"] = type(found).__name__
+        return observed
+    observed["norms"] = {str(name): norm for name, norm in found.items()}
+    observed["order of the layers"] = [str(name) for name in found]
+    observed["types of the norms"] = sorted({type(norm).__name__ for norm in found.values()})
+    observed["weakest_layer(norms)"] = weakest_layer(found) if found else None
+    return observed
+
+
+@scenario("07-ex1", uses=["output_grad_norms", "weakest_layer"], visible=True,
+          title="the example of the test cell", tolerance={"norms": (1e-4, 1e-7)})
+def profile_visible_example(output_grad_norms, weakest_layer, rng):
+    test_images, test_labels, _ = make_shapes(100, seed=1)
+    torch.manual_seed(5)
+    tanh_mlp = deep_mlp(6, 32, 256, 3, "tanh", init_std=0.1)
+    return _profile(output_grad_norms, weakest_layer, tanh_mlp, test_images[:40],
+                    test_labels[:40])
+
+
+@scenario("07-ex1", uses=["output_grad_norms", "weakest_layer"],
+          title="a random multilayer perceptron", tolerance={"norms": (1e-4, 1e-7)})
+def profile_random_mlp(output_grad_norms, weakest_layer, rng):
+    model = _random_mlp(rng)
+    batch = _size(rng, 4, 12)
+    images = torch.randn(batch, 8, generator=rng)
+    labels = torch.randint(0, 3, (batch,), generator=rng)
+    return _profile(output_grad_norms, weakest_layer, model, images, labels)
+
+
+@scenario("07-ex1", uses=["output_grad_norms", "weakest_layer"],
+          title="a small CNN: convolutions are not nn.Linear children",
+          tolerance={"norms": (1e-4, 1e-7)})
+def profile_small_cnn(output_grad_norms, weakest_layer, rng):
+    model = _randomise(shape_cnn(size=8), rng, 0.3)
+    batch = _size(rng, 2, 6)
+    images = torch.randn(batch, 1, 8, 8, generator=rng)
+    labels = torch.randint(0, 3, (batch,), generator=rng)
+    return _profile(output_grad_norms, weakest_layer, model, images, labels)
+
+
+@scenario("07-ex1", uses=["weakest_layer"], title="weakest_layer on other dicts of norms")
+def weakest_of_random_norms(weakest_layer, rng):
+    answers = []
+    for _ in range(3):
+        count = _size(rng, 2, 7)
+        names = [f"layer{int(i)}" for i in torch.randperm(50, generator=rng)[:count]]
+        exponents = torch.rand(count, generator=rng) * 12 - 10
+        norms = {name: float(10 ** e) for name, e in zip(names, exponents)}
+        answers.append(weakest_layer(norms))
+    return {"weakest_layer of three dicts": answers}
+
+
+def _linear_names(model):
+    return [name for name, child in model.named_children() if isinstance(child, nn.Linear)]
+
+
+@mistake("07-ex1", "The outputs were kept with retain_grad(): that is what layer_profile does. "
+                   "Register a tensor hook on each output that stores grad.norm().item(), and "
+                   "keep no tensor.", replaces="output_grad_norms")
+def norms_with_retain_grad(model, images, labels):
+    outputs = {}
+    handles = []
+    for name in _linear_names(model):
+        def keep(module, args, output, name=name):
+            output.retain_grad()
+            outputs[name] = output
+        handles.append(model.get_submodule(name).register_forward_hook(keep))
+    F.cross_entropy(model(images), labels).backward()
+    for handle in handles:
+        handle.remove()
+    return {name: out.grad.norm().item() for name, out in outputs.items()}
+
+
+@mistake("07-ex1", "The outputs were kept and their gradients taken with torch.autograd.grad. "
+                   "The exercise asks for a tensor hook on each output that stores only the "
+                   "number, so that no output is kept.", replaces="output_grad_norms")
+def norms_with_autograd_grad(model, images, labels):
+    outputs = {}
+    handles = [model.get_submodule(name).register_forward_hook(
+        lambda module, args, output, name=name: outputs.__setitem__(name, output))
+        for name in _linear_names(model)]
+    loss = F.cross_entropy(model(images), labels)
+    for handle in handles:
+        handle.remove()
+    grads = torch.autograd.grad(loss, list(outputs.values()))
+    return {name: grad.norm().item() for name, grad in zip(outputs, grads)}
+
+
+def _reference_like(model, images, labels, norm_of=lambda grad: grad.norm().item(),
+                    order=None, late_binding=False, remove=True, children=_linear_names):
+    names = children(model)
+    norms = {}
+    handles = []
+    for name in names:
+        if late_binding:
+            def forward_hook(module, inputs, output):
+                output.register_hook(lambda grad: norms.__setitem__(name, norm_of(grad)))
+        else:
+            def forward_hook(module, inputs, output, name=name):
+                output.register_hook(lambda grad: norms.__setitem__(name, norm_of(grad)))
+        handles.append(model.get_submodule(name).register_forward_hook(forward_hook))
+    F.cross_entropy(model(images), labels).backward()
+    if remove:
+        for handle in handles:
+            handle.remove()
+    if order == "backward":
+        return dict(norms)
+    return {name: norms[name] for name in names}
+
+
+@mistake("07-ex1", "These are the norms of the weights' gradients: record the gradient of each "
+                   "layer's output, with a tensor hook on the output.",
+         replaces="output_grad_norms")
+def norms_of_weight_grads(model, images, labels):
+    names = _linear_names(model)
+    F.cross_entropy(model(images), labels).backward()
+    return {name: model.get_submodule(name).weight.grad.norm().item() for name in names}
+
+
+@mistake("07-ex1", "The layers are in backward order (the order in which the tensor hooks "
+                   "fired): build the returned dict in forward order, fc1 first.",
+         replaces="output_grad_norms")
+def norms_in_backward_order(model, images, labels):
+    return _reference_like(model, images, labels, order="backward")
+
+
+@mistake("07-ex1", "A KeyError for a layer's name: no norm was stored under it. A hook defined "
+                   "in a loop reads the loop variable when it runs, after the loop has ended, so "
+                   "every hook stored its norm under the last name: bind the name when the hook "
+                   "is made (name=name).", replaces="output_grad_norms")
+def norms_with_late_binding(model, images, labels):
+    return _reference_like(model, images, labels, late_binding=True)
+
+
+@mistake("07-ex1", "The forward hooks stay on the model: remove every handle before returning.",
+         replaces="output_grad_norms")
+def norms_hooks_left(model, images, labels):
+    return _reference_like(model, images, labels, remove=False)
+
+
+@mistake("07-ex1", "Layers that are not nn.Linear are in the result: keep only the children "
+                   "for which isinstance(child, nn.Linear) holds.",
+         replaces="output_grad_norms")
+def norms_of_every_child(model, images, labels):
+    def parametrised(model):
+        return [name for name, child in model.named_children()
+                if any(True for _ in child.parameters())]
+    return _reference_like(model, images, labels, children=parametrised)
+
+
+@mistake("07-ex1", "The norms are tensors: store grad.norm().item(), a Python float.",
+         replaces="output_grad_norms")
+def norms_as_tensors(model, images, labels):
+    return _reference_like(model, images, labels, norm_of=lambda grad: grad.norm())
+
+
+@mistake("07-ex1", "weakest_layer returned a norm: return the name (the key) of the layer with "
+                   "the smallest norm.", replaces="weakest_layer")
+def weakest_returns_the_norm(norms):
+    return min(norms.values())
+
+
+@mistake("07-ex1", "weakest_layer returned the layer with the largest norm: the weakest has the "
+                   "smallest.", replaces="weakest_layer")
+def weakest_returns_the_largest(norms):
+    return max(norms, key=norms.get)
+
+
+# ---------------------------------------------------------------- 07-ex2: float16_hooks
+
+def _pack_report(pack, unpack, tensor):
+    """The stored dtype, and the dtype and values unpack gives back."""
+    packed = pack(tensor)
+    stored = packed[1] if isinstance(packed, tuple) and len(packed) == 2 else None
+    back = unpack(packed)
+    return {"stored dtype": str(getattr(stored, "dtype", type(stored).__name__)),
+            "unpacked dtype": str(getattr(back, "dtype", type(back).__name__)),
+            "unpacked values": back if isinstance(back, torch.Tensor) else None}
+
+
+@scenario("07-ex2", uses=["float16_hooks"], visible=True, title="the example of the test cell",
+          tolerance={"the gradient of x": (1e-3, 1e-4), "the gradient of w": (1e-3, 1e-4)})
+def float16_visible_example(float16_hooks, rng):
+    torch.manual_seed(21)
+    x = torch.randn(20, 30, requires_grad=True)
+    w = torch.randn(30, 5, requires_grad=True)
+    pack, unpack, counts = float16_hooks(min_elements=200)
+    observed = {"counts before any forward pass": dict(counts)}
+    for name, tensor in [("a 300-element float32 tensor", torch.linspace(0, 1, 300)),
+                         ("a 10-element float32 tensor", torch.ones(10)),
+                         ("a 200-element float32 tensor", torch.ones(200)),
+                         ("a 250-element int64 tensor", torch.arange(250))]:
+        observed[name] = _pack_report(pack, unpack, tensor)
+    pack, unpack, counts = float16_hooks(min_elements=200)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = torch.tanh(x @ w).pow(2).sum()
+    observed["counts after the forward pass"] = dict(counts)
+    grad_x, grad_w = torch.autograd.grad(loss, (x, w))
+    observed["the gradient of x"] = grad_x
+    observed["the gradient of w"] = grad_w
+    return observed
+
+
+def _counts(counts):
+    """The counts as a plain dict (whatever the answer returned)."""
+    return dict(counts) if isinstance(counts, dict) else {"not a dict": type(counts).__name__}
+
+
+def _added(counts, before):
+    """What each count grew by since `before`."""
+    now = _counts(counts)
+    return {key: value - before.get(key, 0) if isinstance(value, (int, float)) else value
+            for key, value in now.items()}
+
+
+def _fresh(float16_hooks, min_elements):
+    """A new set of hooks, whether its counts start at 0, and the counts at the start."""
+    pack, unpack, counts = float16_hooks(min_elements=min_elements)
+    start = _counts(counts)
+    return pack, unpack, counts, start, start == {"received": 0, "stored": 0}
+
+
+@scenario("07-ex2", uses=["float16_hooks"],
+          title="float64 and int64 saved tensors, thresholds around their sizes",
+          tolerance={"the gradient of a": (1e-3, 1e-6)})
+def float16_mixed_dtypes(float16_hooks, rng):
+    rows, columns, picks = _size(rng, 3, 7), _size(rng, 8, 40), _size(rng, 2, 5)
+    a = torch.randn(rows, columns, dtype=torch.float64, generator=rng, requires_grad=True)
+    index = torch.randint(0, columns, (rows, picks), generator=rng)
+
+    def loss_of():
+        return (torch.gather(a, 1, index).exp() * a[:, :picks]).sum()
+
+    thresholds = [1, rows * picks - 1, rows * picks, rows * picks + 1]
+    added, fresh = [], []
+    for threshold in thresholds:
+        pack, unpack, counts, start, starts_at_zero = _fresh(float16_hooks, threshold)
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            loss = loss_of()
+        added.append(_added(counts, start))
+        fresh.append(starts_at_zero)
+    (grad,) = torch.autograd.grad(loss, a)
+    return {"thresholds": thresholds, "counts start at 0": fresh,
+            "counts added by one forward pass, for each threshold": added,
+            "the gradient of a": grad}
+
+
+@scenario("07-ex2", uses=["float16_hooks"],
+          title="pack and unpack called directly; a second set of hooks")
+def float16_direct_calls(float16_hooks, rng):
+    threshold = _size(rng, 3, 30)
+    pack, unpack, counts, start, starts_at_zero = _fresh(float16_hooks, threshold)
+    observed = {"counts start at 0": starts_at_zero}
+    tensors = {
+        "float64, min_elements elements": torch.randn(threshold, dtype=torch.float64,
+                                                      generator=rng),
+        "float32, one element fewer": torch.randn(threshold - 1, generator=rng),
+        "int64 indices": torch.randint(0, 1000, (threshold + 5,), generator=rng),
+        "float32 matrix": torch.randn(2, threshold, generator=rng)}
+    for name, tensor in tensors.items():
+        observed[name] = _pack_report(pack, unpack, tensor)
+    observed["counts added"] = _added(counts, start)
+    first = _counts(counts)
+    second_pack, _, second_counts, second_start, _ = _fresh(float16_hooks, threshold)
+    second_pack(torch.randn(threshold, generator=rng))
+    observed["counts added to a second set of hooks by one pack"] = _added(second_counts,
+                                                                           second_start)
+    observed["the first counts unchanged by the second set"] = _counts(counts) == first
+    return observed
+
+
+def _float16_variant(min_elements, *, threshold=lambda n, m: n >= m,
+                     convert=lambda t: t.is_floating_point(), stored_bytes=None,
+                     restore=True, counter=None, unit=tensor_bytes):
+    counts = counter if counter is not None else {"received": 0, "stored": 0}
+
+    def pack(tensor):
+        stored = tensor
+        if convert(tensor) and threshold(tensor.numel(), min_elements):
+            stored = tensor.to(torch.float16)
+        counts["received"] += unit(tensor)
+        counts["stored"] += unit(stored if stored_bytes is None else stored_bytes(tensor))
+        return tensor.dtype, stored
+
+    def unpack(packed):
+        dtype, stored = packed
+        return stored.to(dtype) if restore else stored
+
+    return pack, unpack, counts
+
+
+@mistake("07-ex2", "Every floating-point tensor was converted: tensors with fewer than "
+                   "min_elements elements should be stored unchanged.",
+         replaces="float16_hooks")
+def float16_ignores_threshold(min_elements):
+    return _float16_variant(min_elements, threshold=lambda n, m: True)
+
+
+@mistake("07-ex2", "A tensor with exactly min_elements elements was stored unchanged: 'at least "
+                   "min_elements' includes min_elements itself (>=, not >).",
+         replaces="float16_hooks")
+def float16_strict_threshold(min_elements):
+    return _float16_variant(min_elements, threshold=lambda n, m: n > m)
+
+
+@mistake("07-ex2", "counts['stored'] adds the bytes of the tensor pack received: add those of "
+                   "the tensor it stores (the float16 copy when it converts).",
+         replaces="float16_hooks")
+def float16_counts_received_as_stored(min_elements):
+    return _float16_variant(min_elements, stored_bytes=lambda tensor: tensor)
+
+
+@mistake("07-ex2", "The counts are numbers of elements: count bytes (tensor_bytes, numel × "
+                   "element size).", replaces="float16_hooks")
+def float16_counts_elements(min_elements):
+    return _float16_variant(min_elements, unit=lambda t: t.numel())
+
+
+@mistake("07-ex2", "unpack gives back float16: convert the stored tensor back to the dtype that "
+                   "pack remembered.", replaces="float16_hooks")
+def float16_never_restores(min_elements):
+    return _float16_variant(min_elements, restore=False)
+
+
+@mistake("07-ex2", "Integer tensors (indices) were converted: convert only floating-point "
+                   "tensors (tensor.is_floating_point()).", replaces="float16_hooks")
+def float16_converts_integers(min_elements):
+    return _float16_variant(min_elements, convert=lambda t: True)
+
+
+@mistake("07-ex2", "unpack always gives float32: a float64 tensor must come back as float64. "
+                   "Convert back to the dtype pack remembered.", replaces="float16_hooks")
+def float16_restores_float32(min_elements):
+    pack, _, counts = _float16_variant(min_elements)
+    return pack, lambda packed: packed[1].float(), counts
+
+
+_SHARED_COUNTS = {"received": 0, "stored": 0}
+
+
+@mistake("07-ex2", "The counts carry over from an earlier call: create a new counts dict inside "
+                   "float16_hooks, so that each call starts from 0.",
+         replaces="float16_hooks")
+def float16_shared_counts(min_elements):
+    return _float16_variant(min_elements, counter=_SHARED_COUNTS)
+
+
+# --------------------------------------------------------------- 07-ex3: attach_sgd_hooks
+
+def _flat(model):
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+class _Tied(nn.Module):
+    """One square Linear layer used twice: its weight's gradient has two parts."""
+
+    def __init__(self, width, n_classes=3):
+        super().__init__()
+        self.shared = nn.Linear(width, width)
+        self.head = nn.Linear(width, n_classes)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.shared(torch.tanh(self.shared(x)))))
+
+
+def _sgd_run(attach_sgd_hooks, model, lr, weight_decay, batches):
+    """Attach the hooks, run one backward pass per batch; observe the parameters."""
+    parameters = list(model.parameters())
+    with count_calls(torch.optim.Optimizer, "__init__") as optimizers:
+        handles = attach_sgd_hooks(model, lr, weight_decay)
+        after = []
+        for images, labels in batches:
+            F.cross_entropy(model(images), labels).backward()
+            after.append(_flat(model))
+    observed = {
+        "optimizer objects created": optimizers.count,
+        "parameters after each backward pass": after,
+        "param.grad is None after the last backward pass": [p.grad is None
+                                                            for p in parameters],
+        "post-accumulate-grad hooks per parameter": [len(p._post_accumulate_grad_hooks or {})
+                                                     for p in parameters],
+        "the result is a list": isinstance(handles, list),
+        "number of handles": len(handles) if isinstance(handles, (list, tuple)) else None}
+    if isinstance(handles, (list, tuple)) and all(hasattr(h, "remove") for h in handles):
+        for handle in handles:
+            handle.remove()
+        for p in parameters:
+            p.grad = None
+        images, labels = batches[0]
+        F.cross_entropy(model(images), labels).backward()
+        observed["parameters after a backward pass with the handles removed"] = _flat(model)
+    return observed
+
+
+@scenario("07-ex3", uses=["attach_sgd_hooks"], visible=True,
+          title="the example of the test cell", atol=1e-6, rtol=1e-5)
+def sgd_visible_example(attach_sgd_hooks, rng):
+    train_images, train_labels, _ = make_shapes(300, seed=0)
+    torch.manual_seed(31)
+    start = deep_mlp(3, 16, 256, 3, "tanh")
+    batches = [(train_images[16 * step:16 * (step + 1)],
+                train_labels[16 * step:16 * (step + 1)]) for step in range(4)]
+    return _sgd_run(attach_sgd_hooks, start, 0.05, 0.01, batches)
+
+
+def _random_batches(rng, shape, steps):
+    batch = _size(rng, 3, 8)
+    return [(torch.randn(batch, *shape, generator=rng),
+             torch.randint(0, 3, (batch,), generator=rng)) for _ in range(steps)]
+
+
+def _lr_and_decay(rng):
+    lr = float(torch.rand((), generator=rng)) * 0.3 + 0.01
+    weight_decay = float(torch.rand((), generator=rng)) * 0.1 if _size(rng, 0, 3) else 0.0
+    return lr, weight_decay
+
+
+@scenario("07-ex3", uses=["attach_sgd_hooks"], title="a random multilayer perceptron",
+          atol=1e-6, rtol=1e-5)
+def sgd_random_mlp(attach_sgd_hooks, rng):
+    model = _random_mlp(rng)
+    lr, weight_decay = _lr_and_decay(rng)
+    return _sgd_run(attach_sgd_hooks, model, lr, weight_decay,
+                    _random_batches(rng, (8,), _size(rng, 2, 4)))
+
+
+@scenario("07-ex3", uses=["attach_sgd_hooks"], title="a small CNN", atol=1e-6, rtol=1e-5)
+def sgd_small_cnn(attach_sgd_hooks, rng):
+    model = _randomise(shape_cnn(size=8), rng, 0.3)
+    lr, weight_decay = _lr_and_decay(rng)
+    return _sgd_run(attach_sgd_hooks, model, lr, weight_decay,
+                    _random_batches(rng, (1, 8, 8), 2))
+
+
+@scenario("07-ex3", uses=["attach_sgd_hooks"],
+          title="a layer used twice in one forward pass (its gradient has two parts)",
+          atol=1e-6, rtol=1e-5)
+def sgd_tied_weights(attach_sgd_hooks, rng):
+    width = _size(rng, 3, 6)
+    model = _randomise(_Tied(width), rng, 0.5)
+    lr, weight_decay = _lr_and_decay(rng)
+    return _sgd_run(attach_sgd_hooks, model, lr, weight_decay,
+                    _random_batches(rng, (width,), 2))
+
+
+def _sgd_variant(model, lr, weight_decay, *, sign=-1.0, decay=True, clear="none",
+                 register="post"):
+    def step(param):
+        with torch.no_grad():
+            update = param.grad + (weight_decay * param if decay else 0.0)
+            param.add_(update, alpha=sign * lr)
+        if clear == "none":
+            param.grad = None
+        elif clear == "zero":
+            param.grad.zero_()
+
+    if register == "tensor":
+        def tensor_hook(param):
+            def hook(grad):
+                with torch.no_grad():
+                    param.add_(grad + weight_decay * param, alpha=-lr)
+            return hook
+        return [param.register_hook(tensor_hook(param)) for param in model.parameters()]
+    return [param.register_post_accumulate_grad_hook(step) for param in model.parameters()]
+
+
+@mistake("07-ex3", "An optimizer object was created: write the update itself, p ← p − lr·(∇p + "
+                   "weight_decay·p), in the hook.", replaces="attach_sgd_hooks")
+def sgd_with_optimizer_objects(model, lr, weight_decay):
+    optimizers = {param: torch.optim.SGD([param], lr=lr, weight_decay=weight_decay)
+                  for param in model.parameters()}
+
+    def step(param):
+        optimizers[param].step()
+        optimizers[param].zero_grad()
+
+    return [param.register_post_accumulate_grad_hook(step) for param in model.parameters()]
+
+
+@mistake("07-ex3", "The weight-decay term is missing: the step is lr·(∇p + weight_decay·p).",
+         replaces="attach_sgd_hooks")
+def sgd_without_decay(model, lr, weight_decay):
+    return _sgd_variant(model, lr, weight_decay, decay=False)
+
+
+@mistake("07-ex3", "The step goes uphill: subtract lr times the gradient.",
+         replaces="attach_sgd_hooks")
+def sgd_uphill(model, lr, weight_decay):
+    return _sgd_variant(model, lr, weight_decay, sign=1.0)
+
+
+@mistake("07-ex3", "param.grad is kept after the step, so the next backward pass adds to it: "
+                   "set param.grad = None in the hook.", replaces="attach_sgd_hooks")
+def sgd_keeps_grad(model, lr, weight_decay):
+    return _sgd_variant(model, lr, weight_decay, clear="keep")
+
+
+@mistake("07-ex3", "param.grad was zeroed (zero_()) instead of set to None: zero_grad() sets it "
+                   "to None, which frees its memory.", replaces="attach_sgd_hooks")
+def sgd_zeroes_grad(model, lr, weight_decay):
+    return _sgd_variant(model, lr, weight_decay, clear="zero")
+
+
+@mistake("07-ex3", "A tensor hook (register_hook) runs before the gradient is accumulated, once "
+                   "for each part of it: use register_post_accumulate_grad_hook, which runs once "
+                   "param.grad holds the whole gradient.", replaces="attach_sgd_hooks")
+def sgd_with_tensor_hooks(model, lr, weight_decay):
+    return _sgd_variant(model, lr, weight_decay, register="tensor")
+
+
+@mistake("07-ex3", "The parameters did not move: update them in place (param.add_ or "
+                   "param.sub_ under torch.no_grad()); assigning to the name param changes "
+                   "nothing outside the hook.", replaces="attach_sgd_hooks")
+def sgd_rebinds_the_name(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param = param - lr * (param.grad + weight_decay * param)  # noqa: F841
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]

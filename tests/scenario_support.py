@@ -1,0 +1,101 @@
+"""Run a lesson's scenarios in this process, for fast tests of scenarios and variants.
+
+`reference_namespace(lesson)` executes the solution notebook's code cells, test cells left
+out, once per test session; `variant_namespace` is a copy of it with one answer cell's source
+replaced. `verdict(lesson, exercise, namespace, seeds)` runs every scenario of the exercise
+against the namespace and against the reference, with the mistakes, and returns the checks
+(`autograder.verdicts.Check`). The grading command does the same across the sandbox; the
+tests in tests/test_misconceptions.py check both ways.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import os
+from pathlib import Path
+
+import nbformat
+
+from autograder.runner.observe import load_module, run_scenarios
+from autograder.verdicts import Check, judge, read_outcome
+from coursekit.scenarios import collect
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scenario_path(lesson: str) -> Path:
+    return ROOT / "scenarios" / f"{lesson}.py"
+
+
+@functools.lru_cache(maxsize=None)
+def scenario_module(lesson: str) -> dict:
+    path = scenario_path(lesson)
+    return load_module(path.read_text(), str(path))
+
+
+def solution(lesson: str):
+    return nbformat.read(ROOT / "solutions" / lesson / f"{lesson}.ipynb", as_version=4)
+
+
+def answer_cells(lesson: str) -> dict[str, str]:
+    """grade_id of each answer cell -> its source (the reference solution)."""
+    cells = {}
+    for cell in solution(lesson).cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            cells[meta["grade_id"]] = cell.source
+    return cells
+
+
+@functools.lru_cache(maxsize=None)
+def reference_namespace(lesson: str) -> dict:
+    """The namespace after running the solution notebook's code cells, test cells left out."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    namespace: dict = {"__name__": "__main__"}
+    here = os.getcwd()
+    os.chdir(ROOT / "solutions" / lesson)
+    quiet = io.StringIO()  # the worked examples print; the tests need none of it
+    try:
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            for cell in solution(lesson).cells:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                if cell.cell_type != "code" or meta.get("grade"):
+                    continue
+                exec(compile(cell.source, f"<{lesson} cell>", "exec"), namespace)  # noqa: S102
+                plt.close("all")
+    finally:
+        os.chdir(here)
+    return namespace
+
+
+def variant_namespace(lesson: str, exercise: str, source: str) -> dict:
+    """The reference namespace with the answer cell of `exercise` replaced by `source`."""
+    namespace = dict(reference_namespace(lesson))
+    exec(compile(source, f"<{exercise} variant>", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list[Check]:
+    """Every scenario of `exercise` judged on `namespace` against the reference (visible
+    scenarios with seed 0, hidden ones with each of `seeds`)."""
+    module = scenario_module(lesson)
+    scenarios, mistakes = collect(module)
+    runs = [(s.name, seed) for s in scenarios if s.exercise == exercise
+            for seed in ((0,) if s.visible else seeds)]
+    assert runs, f"no scenario for {exercise}"
+    reference = run_scenarios(module, reference_namespace(lesson), runs, mistakes=True)
+    student = run_scenarios(module, namespace, runs)
+    known = [m for m in mistakes]
+    checks = []
+    by_name = {s.name: s for s in scenarios}
+    for name, seed in runs:
+        key = f"{name}/{seed}"
+        wrong = [(m, read_outcome(reference[f"{key}/mistake/{i}"]))
+                 for i, m in enumerate(known) if f"{key}/mistake/{i}" in reference]
+        checks.append(judge(by_name[name], read_outcome(reference[key]),
+                            read_outcome(student[key]), wrong))
+    return checks

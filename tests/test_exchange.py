@@ -1,0 +1,193 @@
+"""A class through nbgrader's exchange on one machine (issue 15 item 9), as docs/CLASS.md walks it:
+the instructor releases a lesson; two students, real users created for the test, fetch it,
+work and submit as themselves; the instructor collects, grades with `python -m autograder grade
+submitted/`, generates and releases feedback; each student fetches their own feedback.
+
+Needs root (to create the users; CI runs as root), `useradd` and `runuser`.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import pwd
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
+import fixture_course  # noqa: E402
+
+from autograder.demo import Lessons  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+LESSON = fixture_course.LESSON_A
+COURSE_ID = "autograd-hooks"
+VENV_BIN = Path(sys.executable).parent
+
+
+def _need(condition: bool, why: str) -> None:
+    if condition:
+        return
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{why} (CI=true: the exchange test must run)", pytrace=False)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def students():
+    """Two users created for the test, with their home folders; removed afterwards."""
+    _need(hasattr(os, "geteuid") and os.geteuid() == 0, "creating student users needs root")
+    _need(bool(shutil.which("useradd") and shutil.which("runuser")),
+          "useradd and runuser are needed (Debian: the passwd and util-linux packages)")
+    names = [f"agstu{secrets.token_hex(3)}{suffix}" for suffix in ("a", "b")]
+    created = []
+    try:
+        for name in names:
+            subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True,
+                           capture_output=True)
+            created.append(name)
+        yield names
+    finally:
+        for name in created:
+            subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+def _student_python(name: str) -> list[str]:
+    """How a student runs the course's Python: the environment's interpreter when the student
+    can reach it; otherwise (an interpreter in root's home, as with pyenv) the system's Python
+    of the same version with the environment's packages on its path."""
+    home = Path(pwd.getpwnam(name).pw_dir)
+    probe = ["runuser", "-u", name, "--", "env", "-i", f"HOME={home}"]
+    if subprocess.run([*probe, sys.executable, "-c", "import nbgrader"],
+                      capture_output=True, cwd=home).returncode == 0:
+        return [sys.executable]
+    site = next(p for p in sys.path if p.startswith(sys.prefix) and p.endswith("site-packages"))
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    system = shutil.which(version, path="/usr/bin:/bin")
+    if system and subprocess.run([*probe, f"PYTHONPATH={site}", system, "-c", "import nbgrader"],
+                                 capture_output=True, cwd=home).returncode == 0:
+        return ["env", f"PYTHONPATH={site}", system]
+    pytest.fail(f"the student user cannot run the course's Python ({sys.executable}; no "
+                f"/usr/bin/{version} either): make the environment readable by other users")
+
+
+def as_student(name: str, *command: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run `command` as the student `name`, in their home, with a clean environment;
+    a command that starts with "python" runs the course's Python."""
+    home = Path(pwd.getpwnam(name).pw_dir)
+    env = ["env", "-i", f"HOME={home}", f"USER={name}", f"LOGNAME={name}", "LANG=C.UTF-8",
+           "PATH=/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE=1"]
+    if command and command[0] == "python":
+        command = (*_student_python(name), *command[1:])
+    return subprocess.run(["runuser", "-u", name, "--", *env, *command], cwd=cwd or home,
+                          capture_output=True, text=True, timeout=300)
+
+
+def student_nbgrader(name: str, *arguments: str) -> subprocess.CompletedProcess:
+    return as_student(name, "python", "-m", "nbgrader", *arguments)
+
+
+def as_instructor(root: Path, *command: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}", CI="true")
+    done = subprocess.run(list(command), cwd=root, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def test_a_lesson_through_the_exchange(students, tmp_path):
+    alice, bob = students
+    # The exchange: one folder every user can write to (docs/CLASS.md, step 1).
+    exchange = Path(tempfile.mkdtemp(prefix="nbgrader-exchange-", dir="/tmp"))
+    try:
+        os.chmod(exchange, 0o777)
+        _cycle(alice, bob, exchange, tmp_path)
+    finally:
+        shutil.rmtree(exchange, ignore_errors=True)
+
+
+def _cycle(alice: str, bob: str, exchange: Path, tmp_path: Path) -> None:
+    # The instructor's course root names the exchange in its nbgrader_config.py (step 2).
+    root = fixture_course.build_course(tmp_path / "course")
+    with open(root / "nbgrader_config.py", "a") as config:
+        config.write(f"\nc.Exchange.root = {str(exchange)!r}\n")
+    nbgrader = str(VENV_BIN / "nbgrader")
+
+    # Each student's own configuration: the course and the exchange (step 3).
+    for name in (alice, bob):
+        home = Path(pwd.getpwnam(name).pw_dir)
+        config_dir = home / ".jupyter"
+        config_dir.mkdir(exist_ok=True)
+        (config_dir / "nbgrader_config.py").write_text(
+            "c = get_config()\n"
+            f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
+            f"c.Exchange.root = {str(exchange)!r}\n")
+        user = pwd.getpwnam(name)
+        for path in (config_dir, config_dir / "nbgrader_config.py"):
+            os.chown(path, user.pw_uid, user.pw_gid)
+
+    # Release (step 4): the student version from notebooks/ goes to the exchange.
+    as_instructor(root, nbgrader, "release_assignment", LESSON)
+    course_dir = exchange / COURSE_ID
+    assert (course_dir / "outbound" / LESSON / f"{LESSON}.ipynb").is_file()
+
+    # The students fetch it, work, and submit, each as themselves (step 5).
+    solved = Lessons(root, [LESSON]).correct(LESSON)
+    for name in (alice, bob):
+        fetched = student_nbgrader(name, "fetch_assignment", LESSON, "--course", COURSE_ID)
+        assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+        notebook = Path(pwd.getpwnam(name).pw_dir) / LESSON / f"{LESSON}.ipynb"
+        assert notebook.stat().st_uid == pwd.getpwnam(name).pw_uid
+        if name == alice:  # alice answers every exercise (writing as herself); bob does not
+            done = subprocess.run(["runuser", "-u", name, "--", "tee", str(notebook)],
+                                  input=nbformat.writes(solved), capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+        submitted = student_nbgrader(name, "submit", LESSON, "--course", COURSE_ID)
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+
+    # The exchange keeps students apart: nobody lists the inbound folder or writes outbound.
+    inbound_mode = stat.S_IMODE((course_dir / "inbound").stat().st_mode)
+    assert inbound_mode & stat.S_IROTH == 0 and inbound_mode & stat.S_IWOTH
+    peek = as_student(bob, "ls", str(course_dir / "inbound"))
+    assert peek.returncode != 0 and alice not in peek.stdout
+    tamper = as_student(bob, "sh", "-c", f"echo x > {course_dir / 'outbound' / LESSON / 'x.txt'}")
+    assert tamper.returncode != 0
+
+    # Collect and grade with this course's command (steps 6 and 7).
+    as_instructor(root, nbgrader, "collect", LESSON)
+    for name in (alice, bob):
+        assert (root / "submitted" / name / LESSON / f"{LESSON}.ipynb").is_file()
+    # (--course-root: this course is a copy; in the repository it is the default.)
+    as_instructor(root, sys.executable, "-m", "autograder", "grade", "submitted/", "--out",
+                  "grading", "--course-root", str(root), "--jobs", "2", "--timeout", "30",
+                  "--no-progress")
+    rows = {row["student_id"]: row for row in csv.DictReader(open(root / "grading" / "grades.csv"))}
+    assert rows[alice]["status"] == rows[bob]["status"] == "graded"
+    assert float(rows[alice]["score"]) == float(rows[alice]["max_score"]) > 0
+    assert float(rows[bob]["score"]) == 0
+
+    # Feedback: generated with nbgrader's command (the course's safe, offline page), released,
+    # and fetched by each student, who gets their own (step 8).
+    as_instructor(root, nbgrader, "generate_feedback", LESSON, "--force")
+    as_instructor(root, nbgrader, "release_feedback", LESSON)
+    for name, score in ((alice, rows[alice]["score"]), (bob, "0")):
+        fetched = student_nbgrader(name, "fetch_feedback", LESSON, "--course", COURSE_ID)
+        assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+        home = Path(pwd.getpwnam(name).pw_dir)
+        pages = list((home / LESSON / "feedback").glob(f"*/{LESSON}.html"))
+        assert len(pages) == 1, pages
+        page = pages[0].read_text(encoding="utf-8")
+        assert pages[0].stat().st_uid == pwd.getpwnam(name).pw_uid
+        assert f"(Score: {float(score):.1f} / {float(rows[alice]['max_score']):.1f})" in page
+        assert 'http-equiv="Content-Security-Policy"' in page
+        for marker in fixture_course.HIDDEN_MARKERS:
+            assert marker not in page

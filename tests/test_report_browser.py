@@ -1,0 +1,73 @@
+"""The class report in headless Chromium, offline: the page loads nothing from anywhere, its
+figures are drawn, its tables are there, and nothing a student wrote runs. A screenshot goes
+to test-artifacts/browser/class-report.png (docs/images/class-report.png is one of the demo
+class's report)."""
+
+from __future__ import annotations
+
+import pytest
+
+import browser_support as lab_page
+from browser_support import require_chromium, screenshot
+from test_report import L3, class_rows, result
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_report_opens_offline_and_runs_nothing(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    from autograder.report import write_report
+    from autograder.submissions import RosterEntry, RosterReport
+
+    executable = require_chromium()
+    rows = class_rows() + [result('<img src=x onerror="window.pwned=1">', L3, 0,
+                                  status="error", reason="<script>window.pwned=2</script>")]
+    roster = RosterReport(unknown={}, absent=[RosterEntry(id="nobody", first_name="No",
+                                                          last_name="Body")])
+    page_path = write_report(tmp_path / "out", rows, lessons=[L3, "06_module_hooks"],
+                             roster=roster)
+    requests, dialogs = [], []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True,
+                                             args=lab_page.CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                          offline=True, java_script_enabled=True)
+
+            def route(request_route):
+                requests.append(request_route.request.url)
+                if request_route.request.url.startswith(("file:", "data:")):
+                    request_route.continue_()
+                else:
+                    request_route.abort()
+
+            context.route("**/*", route)
+            page = context.new_page()
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            page.goto(page_path.as_uri())
+            page.wait_for_load_state("load")
+            # Nothing but the page itself was requested (figures are inline data).
+            assert [url for url in requests if not url.startswith("data:")] == \
+                [page_path.as_uri()]
+            images = page.locator("img")
+            assert images.count() == 2
+            sizes = images.evaluate_all(
+                "imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
+            assert all(done and width > 300 and height > 100 for done, width, height in sizes)
+            headings = page.locator("h2").all_inner_texts()
+            assert headings == ["Scores per lesson", "Pass rates per exercise",
+                                "Exercises most students fail", "Most frequent mistakes",
+                                "Needs manual review", "Files not attributed to a student",
+                                "Roster"]
+            review = page.locator("#review + table")
+            assert review.locator("tbody tr").count() == 4
+            assert '<img src=x onerror="window.pwned=1">' in review.inner_text()
+            assert page.evaluate("() => window.pwned === undefined")
+            assert not dialogs
+            assert page.locator("#hardest + table tbody tr").first.inner_text().startswith(L3)
+            screenshot(page, "class-report")
+            page.screenshot(path=str(lab_page.ARTIFACTS / "class-report-full.png"),
+                            full_page=True)
+        finally:
+            browser.close()

@@ -1,0 +1,245 @@
+"""Answers to lesson 01's exercises that the grader must fail (naming the mistake) or pass.
+
+Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
+phrase that the feedback's named mistake must contain (None: any failure will do), and the
+source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+"""
+
+VARIANTS = [
+    # ------------------------------------------------------------ 01-ex1 leaf_gradients
+    dict(exercise="01-ex1", name="swapped", expect="fail", mistake="swapped", source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    s = ((p * q) ** 2 + p).sum()
+    s.backward()
+    return q.grad, p.grad
+'''),
+    dict(exercise="01-ex1", name="forgets-plus-p", expect="fail", mistake="`+ p` term",
+         source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    r = p * q
+    (r ** 2).sum().backward()
+    return p.grad, q.grad
+'''),
+    dict(exercise="01-ex1", name="mean-not-sum", expect="fail", mistake="not a mean", source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    ((p * q) ** 2 + p).mean().backward()
+    return p.grad, q.grad
+'''),
+    dict(exercise="01-ex1", name="by-hand", expect="fail", mistake="worked out by hand",
+         source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values)
+    q = torch.tensor(q_values)
+    return 2 * p * q ** 2 + 1, 2 * p ** 2 * q
+'''),
+    dict(exercise="01-ex1", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def leaf_gradients(p_values, q_values):
+    return torch.tensor([19.0, 0.0, 2.0]), torch.tensor([6.0, 4.0, -0.5])
+'''),
+    dict(exercise="01-ex1", name="returns-leaves", expect="fail", mistake="leaves p and q",
+         source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    ((p * q) ** 2 + p).sum().backward()
+    return p, q
+'''),
+    dict(exercise="01-ex1", name="autograd-grad-float64", expect="pass", mistake=None,
+         source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, dtype=torch.float64, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float64, requires_grad=True)
+    s = torch.sum((p * q).pow(2) + p)
+    return torch.autograd.grad(s, (p, q))
+'''),
+    dict(exercise="01-ex1", name="autograd-backward", expect="pass", mistake=None, source='''
+def leaf_gradients(p_values, q_values):
+    p, q = (torch.tensor(v).requires_grad_() for v in (p_values, q_values))
+    r = p * q
+    torch.autograd.backward((r * r).sum() + p.sum())
+    return (p.grad, q.grad)
+'''),
+
+    # ------------------------------------------------------------ 01-ex2 leaves_receiving_grad
+    dict(exercise="01-ex2", name="torch-equal", expect="fail", mistake="same values",
+         source='''
+def leaves_receiving_grad(output, named):
+    leaves, todo = [], [output.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None:
+            continue
+        if hasattr(node, "variable"):
+            leaves.append(node.variable)
+        todo += [child for child, _ in node.next_functions]
+    return sorted(name for name, t in named.items()
+                  if any(torch.equal(t, leaf) for leaf in leaves))
+'''),
+    dict(exercise="01-ex2", name="duplicates", expect="fail", mistake="more than once",
+         source='''
+def leaves_receiving_grad(output, named):
+    names = []
+    def walk(node):
+        if node is None:
+            return
+        if hasattr(node, "variable"):
+            names.extend(n for n, t in named.items() if t is node.variable)
+        for child, _ in node.next_functions:
+            walk(child)
+    walk(output.grad_fn)
+    return sorted(names)
+'''),
+    dict(exercise="01-ex2", name="requires-grad-filter", expect="fail",
+         mistake="every tensor that requires grad", source='''
+def leaves_receiving_grad(output, named):
+    return sorted(name for name, t in named.items() if t.requires_grad)
+'''),
+    dict(exercise="01-ex2", name="one-level", expect="fail", mistake="first level", source='''
+def leaves_receiving_grad(output, named):
+    if output.grad_fn is None:
+        return []
+    found = [n.variable for n, _ in output.grad_fn.next_functions
+             if n is not None and hasattr(n, "variable")]
+    return sorted(name for name, t in named.items() if any(t is f for f in found))
+'''),
+    dict(exercise="01-ex2", name="calls-backward", expect="fail", mistake="backward() was called",
+         source='''
+def leaves_receiving_grad(output, named):
+    output.backward(retain_graph=True)
+    names = sorted(n for n, t in named.items() if t.is_leaf and t.grad is not None)
+    for t in named.values():
+        if t.is_leaf:
+            t.grad = None
+    return names
+'''),
+    dict(exercise="01-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def leaves_receiving_grad(output, named):
+    return ["u"]
+'''),
+    dict(exercise="01-ex2", name="iterative-with-set", expect="pass", mistake=None, source='''
+def leaves_receiving_grad(output, named):
+    seen, leaves, stack = set(), [], [output.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__ == "AccumulateGrad":
+            leaves.append(node.variable)
+        stack.extend(child for child, _ in node.next_functions)
+    return sorted(n for n, t in named.items() if any(t is leaf for leaf in leaves))
+'''),
+
+    # ------------------------------------------------------------ 01-ex3 freeze
+    dict(exercise="01-ex3", name="plain-attribute", expect="fail", mistake="plain attribute",
+         source='''
+def freeze(model, module_name):
+    model.get_submodule(module_name).requires_grad = False
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="whole-model", expect="fail", mistake="whole model", source='''
+def freeze(model, module_name):
+    model.requires_grad_(False)
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="returns-frozen", expect="fail", mistake="frozen parameters",
+         source='''
+def freeze(model, module_name):
+    model.get_submodule(module_name).requires_grad_(False)
+    return [n for n, p in model.named_parameters() if not p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="prefix-without-dot", expect="fail",
+         mistake="starts with the same letters", source='''
+def freeze(model, module_name):
+    for name, p in model.named_parameters():
+        if name.startswith(module_name):
+            p.requires_grad = False
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="getattr", expect="fail", mistake="get_submodule", source='''
+def freeze(model, module_name):
+    getattr(model, module_name).requires_grad_(False)
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def freeze(model, module_name):
+    model.get_submodule(module_name).requires_grad_(False)
+    return ["decoder.weight", "decoder.bias"]
+'''),
+    dict(exercise="01-ex3", name="loop-with-dot", expect="pass", mistake=None, source='''
+def freeze(model, module_name):
+    for name, p in model.named_parameters():
+        if name.startswith(module_name + "."):
+            p.requires_grad = False
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="parameters-loop", expect="pass", mistake=None, source='''
+def freeze(model, module_name):
+    for p in model.get_submodule(module_name).parameters():
+        p.requires_grad_(False)
+    trainable = []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            trainable.append(name)
+    return trainable
+'''),
+
+    # ------------------------------------------------------------ 01-ex4 sgd_step_
+    dict(exercise="01-ex4", name="rebinds-w", expect="fail", mistake="w did not change",
+         source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w = w - lr * w.grad
+    w.grad = None
+'''),
+    dict(exercise="01-ex4", name="uphill", expect="fail", mistake="uphill", source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w.add_(lr * w.grad)
+    w.grad = None
+'''),
+    dict(exercise="01-ex4", name="keeps-grad", expect="fail", mistake="not cleared", source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w -= lr * w.grad
+'''),
+    dict(exercise="01-ex4", name="zero-grad", expect="fail", mistake="zeros", source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w -= lr * w.grad
+        w.grad.zero_()
+'''),
+    dict(exercise="01-ex4", name="no-no-grad", expect="fail", mistake="torch.no_grad()",
+         source='''
+def sgd_step_(w, lr):
+    w -= lr * w.grad
+    w.grad = None
+'''),
+    dict(exercise="01-ex4", name="new-data", expect="fail", mistake="new storage", source='''
+def sgd_step_(w, lr):
+    w.data = w.data - lr * w.grad
+    w.grad = None
+'''),
+    dict(exercise="01-ex4", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w.copy_(torch.tensor([0.5, -0.5, 1.0]))
+    w.grad = None
+'''),
+    dict(exercise="01-ex4", name="detach-sub", expect="pass", mistake=None, source='''
+def sgd_step_(w, lr):
+    w.detach().sub_(lr * w.grad)
+    w.grad = None
+'''),
+    dict(exercise="01-ex4", name="optimizer", expect="pass", mistake=None, source='''
+def sgd_step_(w, lr):
+    torch.optim.SGD([w], lr=lr).step()
+    w.grad = None
+'''),
+]

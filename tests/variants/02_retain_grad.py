@@ -1,0 +1,219 @@
+"""Answers to lesson 02's exercises that the grader must fail (naming the mistake) or pass.
+
+Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
+phrase that the feedback's named mistake must contain (None: any failure will do), and the
+source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+"""
+
+VARIANTS = [
+    # ------------------------------------------------------------ 02-ex1 intermediate_gradient
+    dict(exercise="02-ex1", name="returns-x-grad", expect="fail", mistake="x.grad", source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    (h ** 3).sum().backward()
+    return x.grad
+'''),
+    dict(exercise="02-ex1", name="no-retain-grad", expect="fail", mistake="h is not a leaf",
+         source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    loss = (h ** 3).sum()
+    loss.backward()
+    return h.grad
+'''),
+    dict(exercise="02-ex1", name="retain-after-backward", expect="fail", mistake="came after backward",
+         source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    (h ** 3).sum().backward()
+    h.retain_grad()
+    return h.grad
+'''),
+    dict(exercise="02-ex1", name="mean", expect="fail", mistake="not a mean", source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    (h ** 3).mean().backward()
+    return h.grad
+'''),
+    dict(exercise="02-ex1", name="by-hand", expect="fail", mistake="by hand", source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values)
+    h = x * x
+    return 3 * h ** 2
+'''),
+    dict(exercise="02-ex1", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def intermediate_gradient(values):
+    return torch.tensor([3.0, 48.0, 0.1875])
+'''),
+    dict(exercise="02-ex1", name="float64-pow", expect="pass", mistake=None, source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, dtype=torch.float64).requires_grad_()
+    h = x.pow(2)
+    h.retain_grad()
+    torch.sum(h.pow(3)).backward()
+    return h.grad
+'''),
+
+    # ------------------------------------------------------------ 02-ex2 collect_gradients
+    dict(exercise="02-ex2", name="late-binding-lambda", expect="fail", mistake="one name",
+         source='''
+def collect_gradients(named, loss):
+    grads, handles = {}, []
+    for name, tensor in named.items():
+        handles.append(tensor.register_hook(lambda grad: grads.update({name: grad})))
+    loss.backward()
+    for handle in handles:
+        handle.remove()
+    return grads
+'''),
+    dict(exercise="02-ex2", name="retain-grad", expect="fail", mistake="retain_grad() was used",
+         source='''
+def collect_gradients(named, loss):
+    for tensor in named.values():
+        tensor.retain_grad()
+    loss.backward()
+    return {name: tensor.grad for name, tensor in named.items()}
+'''),
+    dict(exercise="02-ex2", name="autograd-grad", expect="fail", mistake="torch.autograd.grad",
+         source='''
+def collect_gradients(named, loss):
+    names = list(named)
+    grads = torch.autograd.grad(loss, [named[n] for n in names])
+    return dict(zip(names, grads))
+'''),
+    dict(exercise="02-ex2", name="hooks-not-removed", expect="fail", mistake="not removed",
+         source='''
+def collect_gradients(named, loss):
+    grads = {}
+    for name, tensor in named.items():
+        tensor.register_hook(save_into(grads, name))
+    loss.backward()
+    return grads
+'''),
+    dict(exercise="02-ex2", name="shared-dict", expect="fail", mistake="shared between calls",
+         source='''
+GRADS = {}
+
+def collect_gradients(named, loss):
+    handles = [t.register_hook(save_into(GRADS, n)) for n, t in named.items()]
+    loss.backward()
+    for h in handles:
+        h.remove()
+    return GRADS
+'''),
+    dict(exercise="02-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def collect_gradients(named, loss):
+    loss.backward()
+    return {"act": torch.tensor([4.0, 2.0]), "pre": torch.tensor([4.0, 0.0])}
+'''),
+    dict(exercise="02-ex2", name="default-argument-clone", expect="pass", mistake=None,
+         source='''
+def collect_gradients(named, loss):
+    grads = {}
+    handles = []
+    for name, tensor in named.items():
+        def keep(grad, name=name):
+            grads[name] = grad.clone()
+        handles.append(tensor.register_hook(keep))
+    try:
+        loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return grads
+'''),
+    dict(exercise="02-ex2", name="partial-with-blocks", expect="pass", mistake=None, source='''
+import functools
+
+def collect_gradients(named, loss):
+    grads = {}
+    def store(name, grad):
+        grads[name] = grad
+    handles = [t.register_hook(functools.partial(store, n)) for n, t in named.items()]
+    loss.backward()
+    for handle in handles:
+        handle.remove()
+    return grads
+'''),
+
+    # ------------------------------------------------------------ 02-ex3 chain_gradients
+    dict(exercise="02-ex3", name="reversed", expect="fail", mistake="reverse order", source='''
+def chain_gradients(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps = []
+    for f in factors:
+        h = h * f + 1
+        h.retain_grad()
+        steps.insert(0, h)
+    (h ** 2).sum().backward()
+    return [s.grad for s in steps]
+'''),
+    dict(exercise="02-ex3", name="all-last", expect="fail", mistake="last step's gradient",
+         source='''
+def chain_gradients(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    for f in factors:
+        h = h * f + 1
+        h.retain_grad()
+    (h ** 2).sum().backward()
+    return [h.grad for f in factors]
+'''),
+    dict(exercise="02-ex3", name="shifted", expect="fail", mistake="shifted by one", source='''
+def chain_gradients(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    kept = []
+    for f in factors:
+        kept.append(h)
+        h = h * f + 1
+        h.retain_grad()
+    (h ** 2).sum().backward()
+    return [k.grad for k in kept]
+'''),
+    dict(exercise="02-ex3", name="only-last-retained", expect="fail", mistake="Only the last",
+         source='''
+def chain_gradients(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps = []
+    for f in factors:
+        h = h * f + 1
+        steps.append(h)
+    h.retain_grad()
+    (h ** 2).sum().backward()
+    return [s.grad for s in steps]
+'''),
+    dict(exercise="02-ex3", name="loss-of-every-step", expect="fail", mistake="every step's",
+         source='''
+def chain_gradients(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps, loss = [], 0
+    for f in factors:
+        h = h * f + 1
+        h.retain_grad()
+        steps.append(h)
+        loss = loss + (h ** 2).sum()
+    loss.backward()
+    return [s.grad for s in steps]
+'''),
+    dict(exercise="02-ex3", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def chain_gradients(values, factors):
+    return [torch.tensor([60.0, -12.0]), torch.tensor([20.0, -4.0])]
+'''),
+    dict(exercise="02-ex3", name="tuple-float64", expect="pass", mistake=None, source='''
+def chain_gradients(values, factors):
+    h = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    steps = []
+    for f in factors:
+        h = torch.add(h * f, 1.0)
+        h.retain_grad()
+        steps.append(h)
+    loss = h.pow(2).sum()
+    loss.backward()
+    return [s.grad for s in steps]
+'''),
+]

@@ -1,0 +1,204 @@
+"""Answers to lesson 03's exercises that the grader must fail (naming the mistake) or pass.
+
+Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
+phrase that the feedback's named mistake must contain (None: any failure will do), and the
+source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+"""
+
+VARIANTS = [
+    # ------------------------------------------------------------ 03-ex1 freeze_entries
+    dict(exercise="03-ex1", name="inverted-mask", expect="fail", mistake="wrong way round",
+         source='''
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: grad * mask)
+'''),
+    dict(exercise="03-ex1", name="in-place-index", expect="fail", mistake="in place", source='''
+def freeze_entries(param, mask):
+    def hook(grad):
+        grad[mask] = 0
+        return grad
+    return param.register_hook(hook)
+'''),
+    dict(exercise="03-ex1", name="masked-fill-underscore", expect="fail", mistake="in place",
+         source='''
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: grad.masked_fill_(mask, 0.0))
+'''),
+    dict(exercise="03-ex1", name="returns-none", expect="fail", mistake="returns None",
+         source='''
+def freeze_entries(param, mask):
+    def hook(grad):
+        new_grad = grad.masked_fill(mask, 0.0)
+    return param.register_hook(hook)
+'''),
+    dict(exercise="03-ex1", name="no-handle", expect="fail", mistake="no handle", source='''
+def freeze_entries(param, mask):
+    param.register_hook(lambda grad: grad.masked_fill(mask, 0.0))
+'''),
+    dict(exercise="03-ex1", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: torch.tensor([[0.0, 0.0], [2.0, 2.0], [0.0, 3.0]]))
+'''),
+    dict(exercise="03-ex1", name="torch-where", expect="pass", mistake=None, source='''
+def freeze_entries(param, mask):
+    def zero_frozen(grad):
+        return torch.where(mask, torch.zeros_like(grad), grad)
+    handle = param.register_hook(zero_frozen)
+    return handle
+'''),
+    dict(exercise="03-ex1", name="multiply-by-not-mask", expect="pass", mistake=None, source='''
+def freeze_entries(param, mask):
+    keep = (~mask).to(param.dtype)
+    return param.register_hook(lambda grad: grad * keep)
+'''),
+
+    # ------------------------------------------------------------ 03-ex2 clip_and_count
+    dict(exercise="03-ex2", name="abs-ignores-low", expect="fail", mistake="lower bound",
+         source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        calls.append(int((grad.abs() > high).sum()))
+        return grad.clamp(low, high)
+    return tensor.register_hook(clip), calls
+'''),
+    dict(exercise="03-ex2", name="torch-where", expect="pass", mistake=None,
+         source='''
+def clip_and_count(tensor, low, high):
+    counts = []
+    def hook(grad):
+        outside = (grad < low) | (grad > high)
+        counts.append(int(outside.sum().item()))
+        return torch.where(grad < low, torch.full_like(grad, low),
+                           torch.where(grad > high, torch.full_like(grad, high), grad))
+    handle = tensor.register_hook(hook)
+    return handle, counts
+'''),
+    dict(exercise="03-ex2", name="clamp-in-place", expect="fail", mistake="in place", source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        calls.append(int(((grad < low) | (grad > high)).sum()))
+        return grad.clamp_(low, high)
+    return tensor.register_hook(clip), calls
+'''),
+    dict(exercise="03-ex2", name="returns-none", expect="fail", mistake="returns None", source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        calls.append(int(((grad < low) | (grad > high)).sum()))
+        clipped = torch.clamp(grad, low, high)
+    return tensor.register_hook(clip), calls
+'''),
+    dict(exercise="03-ex2", name="shared-global-list", expect="fail", mistake="shared by every call",
+         source='''
+calls = []
+
+def clip_and_count(tensor, low, high):
+    def clip(grad):
+        calls.append(int(((grad < low) | (grad > high)).sum()))
+        return grad.clamp(low, high)
+    return tensor.register_hook(clip), calls
+'''),
+    dict(exercise="03-ex2", name="counts-bounds", expect="fail", mistake="strictly", source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        calls.append(int((grad <= low).sum() + (grad >= high).sum()))
+        return grad.clamp(low, high)
+    return tensor.register_hook(clip), calls
+'''),
+    dict(exercise="03-ex2", name="tensor-counts", expect="fail", mistake="plain ints", source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        calls.append(((grad < low) | (grad > high)).sum())
+        return grad.clamp(low, high)
+    return tensor.register_hook(clip), calls
+'''),
+    dict(exercise="03-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        calls.append(3)
+        return grad.clamp(low, high)
+    return tensor.register_hook(clip), calls
+'''),
+    dict(exercise="03-ex2", name="count-by-comparison", expect="pass", mistake=None, source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        clipped = grad.clamp(min=low, max=high)
+        calls.append((clipped != grad).sum().item())
+        return clipped
+    return tensor.register_hook(clip), calls
+'''),
+
+    # ------------------------------------------------------------ 03-ex3 sgd_in_backward
+    dict(exercise="03-ex3", name="uphill", expect="fail", mistake="up the gradient", source='''
+def sgd_in_backward(params, lr):
+    def step(param):
+        param += lr * param.grad
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in params]
+'''),
+    dict(exercise="03-ex3", name="keeps-grad", expect="fail", mistake="still filled", source='''
+def sgd_in_backward(params, lr):
+    def step(param):
+        param.sub_(lr * param.grad)
+    return [p.register_post_accumulate_grad_hook(step) for p in params]
+'''),
+    dict(exercise="03-ex3", name="register-hook", expect="fail", mistake="register_hook",
+         source='''
+def sgd_in_backward(params, lr):
+    handles = []
+    for param in params:
+        def hook(grad, param=param):
+            with torch.no_grad():
+                param -= lr * grad
+        handles.append(param.register_hook(hook))
+    return handles
+'''),
+    dict(exercise="03-ex3", name="late-binding-lambda", expect="fail", mistake="TypeError",
+         source='''
+def sgd_in_backward(params, lr):
+    handles = []
+    for param in params:
+        handles.append(param.register_post_accumulate_grad_hook(
+            lambda p: (param.sub_(lr * param.grad), setattr(param, "grad", None))))
+    return handles
+'''),
+    dict(exercise="03-ex3", name="rebinds", expect="fail", mistake="did not move", source='''
+def sgd_in_backward(params, lr):
+    def step(param):
+        param = param - lr * param.grad
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in params]
+'''),
+    dict(exercise="03-ex3", name="no-list", expect="fail", mistake="return a list", source='''
+def sgd_in_backward(params, lr):
+    def step(param):
+        param.add_(param.grad, alpha=-lr)
+        param.grad = None
+    for p in params:
+        p.register_post_accumulate_grad_hook(step)
+'''),
+    dict(exercise="03-ex3", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def sgd_in_backward(params, lr):
+    def step(param):
+        with torch.no_grad():
+            param.copy_(torch.tensor([1.5, -0.25]) if param.dim() else torch.tensor(0.75))
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in params]
+'''),
+    dict(exercise="03-ex3", name="default-argument-data", expect="pass", mistake=None, source='''
+def sgd_in_backward(params, lr):
+    handles = []
+    for param in params:
+        def step(_, param=param):
+            param.data -= lr * param.grad.data
+            param.grad = None
+        handles.append(param.register_post_accumulate_grad_hook(step))
+    return handles
+'''),
+]

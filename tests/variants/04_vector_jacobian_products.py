@@ -1,0 +1,275 @@
+"""Answers to lesson 04's exercises that the grader must fail (naming the mistake) or pass.
+
+Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
+phrase that the feedback's named mistake must contain (None: any failure will do), and the
+source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+"""
+
+VARIANTS = [
+    # ------------------------------------------------------------------------ 04-ex1
+    dict(exercise="04-ex1", name="jv-instead-of-vjp", expect="fail", mistake="Jv",
+         source='''
+def vector_jacobian_product(f, x, v):
+    _, product = jvp(f, (x,), (v,))
+    return product
+'''),
+    dict(exercise="04-ex1", name="sum-gradient-times-v", expect="fail",
+         mistake="entry by entry", source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.detach().clone().requires_grad_()
+    f(leaf).sum().backward()
+    return leaf.grad * v
+'''),
+    dict(exercise="04-ex1", name="ignores-v", expect="fail", mistake="as if v were all ones",
+         source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.detach().clone().requires_grad_()
+    f(leaf).sum().backward()
+    return leaf.grad
+'''),
+    dict(exercise="04-ex1", name="jacobian-row-by-row", expect="fail", mistake="row by row",
+         source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.detach().clone().requires_grad_()
+    y = f(leaf)
+    rows = []
+    for i in range(len(y)):
+        (row,) = torch.autograd.grad(y[i], leaf, retain_graph=True)
+        rows.append(row)
+    return v @ torch.stack(rows)
+'''),
+    dict(exercise="04-ex1", name="jacrev", expect="fail", mistake="whole Jacobian",
+         source='''
+def vector_jacobian_product(f, x, v):
+    return v @ jacrev(f)(x)
+'''),
+    dict(exercise="04-ex1", name="requires-grad-on-x", expect="fail", mistake="x was changed",
+         source='''
+def vector_jacobian_product(f, x, v):
+    x.requires_grad_(True)
+    f(x).backward(v)
+    return x.grad
+'''),
+    dict(exercise="04-ex1", name="hard-coded-visible", expect="fail", mistake=None,
+         source='''
+def vector_jacobian_product(f, x, v):
+    return torch.tensor([5.0, 5.0, -3.0])
+'''),
+    dict(exercise="04-ex1", name="func-vjp", expect="pass", mistake=None, source='''
+def vector_jacobian_product(f, x, v):
+    _, vjp_fn = vjp(f, x)
+    return vjp_fn(v)[0]
+'''),
+    dict(exercise="04-ex1", name="weighted-sum-backward", expect="pass", mistake=None,
+         source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.clone().requires_grad_(True)
+    (f(leaf) * v).sum().backward()
+    return leaf.grad
+'''),
+    # ------------------------------------------------------------------------ 04-ex2
+    dict(exercise="04-ex2", name="column-instead-of-row", expect="fail", mistake="column of J",
+         source='''
+def jacobian_row(f, x, i):
+    tangent = torch.zeros_like(x)
+    tangent[i] = 1.0
+    return jvp(f, (x,), (tangent,))[1]
+'''),
+    dict(exercise="04-ex2", name="ones", expect="fail", mistake="sum of all rows", source='''
+def jacobian_row(f, x, i):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    out.backward(torch.ones_like(out))
+    return leaf.grad
+'''),
+    dict(exercise="04-ex2", name="accumulates-into-x-grad", expect="fail",
+         mistake="accumulates", source='''
+def jacobian_row(f, x, i):
+    x.requires_grad_()
+    out = f(x)
+    v = torch.zeros_like(out)
+    v[i] = 1.0
+    out.backward(v)
+    return x.grad
+'''),
+    dict(exercise="04-ex2", name="all-rows-then-pick", expect="fail",
+         mistake="one backward pass per output", source='''
+def jacobian_row(f, x, i):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    rows = [torch.autograd.grad(out[k], leaf, retain_graph=True)[0] for k in range(len(out))]
+    return rows[i]
+'''),
+    dict(exercise="04-ex2", name="jacobian", expect="fail", mistake="whole Jacobian",
+         source='''
+def jacobian_row(f, x, i):
+    return jacobian(f, x)[i]
+'''),
+    dict(exercise="04-ex2", name="hard-coded-visible", expect="fail", mistake=None,
+         source='''
+def jacobian_row(f, x, i):
+    rows = {2: [1.0, 0.0, -1.0], 0: [2.0, 1.0, 0.0], 1: [2.0, -2.0, 4.0]}
+    return torch.tensor(rows[i])
+'''),
+    dict(exercise="04-ex2", name="grad-of-one-output", expect="pass", mistake=None,
+         source='''
+def jacobian_row(f, x, i):
+    leaf = x.detach().clone().requires_grad_()
+    (row,) = torch.autograd.grad(f(leaf)[i], leaf)
+    return row
+'''),
+    dict(exercise="04-ex2", name="func-vjp-one-hot", expect="pass", mistake=None, source='''
+def jacobian_row(f, x, i):
+    out, vjp_fn = vjp(f, x)
+    v = torch.nn.functional.one_hot(torch.tensor(i), out.numel()).to(out.dtype)
+    return vjp_fn(v)[0]
+'''),
+    # ------------------------------------------------------------------------ 04-ex3
+    dict(exercise="04-ex3", name="row-instead-of-column", expect="fail", mistake="row of J",
+         source='''
+def jacobian_column(f, x, j):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    v = torch.zeros_like(out)
+    v[j] = 1.0
+    out.backward(v)
+    return leaf.grad
+'''),
+    dict(exercise="04-ex3", name="functional-jvp", expect="fail", mistake="double-backward",
+         source='''
+def jacobian_column(f, x, j):
+    u = torch.zeros_like(x)
+    u[j] = 1.0
+    _, column = torch.autograd.functional.jvp(f, x, u)
+    return column
+'''),
+    dict(exercise="04-ex3", name="ones-tangent", expect="fail", mistake="sum of all columns",
+         source='''
+def jacobian_column(f, x, j):
+    return jvp(f, (x,), (torch.ones_like(x),))[1]
+'''),
+    dict(exercise="04-ex3", name="rows-then-entry", expect="fail", mistake="row by row",
+         source='''
+def jacobian_column(f, x, j):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    return torch.stack([torch.autograd.grad(out[k], leaf, retain_graph=True)[0][j]
+                        for k in range(out.shape[0])])
+'''),
+    dict(exercise="04-ex3", name="jacfwd", expect="fail", mistake="whole Jacobian",
+         source='''
+from torch.func import jacfwd
+
+def jacobian_column(f, x, j):
+    return jacfwd(f)(x)[:, j]
+'''),
+    dict(exercise="04-ex3", name="hard-coded-visible", expect="fail", mistake=None,
+         source='''
+def jacobian_column(f, x, j):
+    if len(f(x)) == 2:
+        return torch.tensor([1.0, 4.0])
+    return torch.tensor({1: [1.0, 4.0, 0.0], 2: [0.0, 0.0, -1.0]}[j])
+'''),
+    dict(exercise="04-ex3", name="forward-ad-dual", expect="pass", mistake=None, source='''
+def jacobian_column(f, x, j):
+    tangent = torch.zeros_like(x)
+    tangent[j] = 1.0
+    with fwAD.dual_level():
+        out = f(fwAD.make_dual(x, tangent))
+        return fwAD.unpack_dual(out).tangent
+'''),
+    # ------------------------------------------------------------------------ 04-ex4
+    dict(exercise="04-ex4", name="never-resets", expect="fail", mistake="sum of all the products",
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    rows = []
+    for v in vs:
+        out.backward(v, retain_graph=True)
+        rows.append(leaf.grad)
+    return torch.stack(rows)
+'''),
+    dict(exercise="04-ex4", name="zero-without-copy", expect="fail", mistake="last product",
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    rows = []
+    for v in vs:
+        if leaf.grad is not None:
+            leaf.grad.zero_()
+        out.backward(v, retain_graph=True)
+        rows.append(leaf.grad)
+    return torch.stack(rows)
+'''),
+    dict(exercise="04-ex4", name="running-sum", expect="fail", mistake="running sum",
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    rows = []
+    for v in vs:
+        out.backward(v, retain_graph=True)
+        rows.append(leaf.grad.clone())
+    return torch.stack(rows)
+'''),
+    dict(exercise="04-ex4", name="forward-per-row", expect="fail", mistake="once per row",
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    rows = []
+    for v in vs:
+        leaf = x.detach().clone().requires_grad_()
+        f(leaf).backward(v)
+        rows.append(leaf.grad)
+    return torch.stack(rows)
+'''),
+    dict(exercise="04-ex4", name="transposed", expect="fail", mistake="transposed", source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    rows = []
+    for v in vs:
+        leaf.grad = None
+        out.backward(v, retain_graph=True)
+        rows.append(leaf.grad)
+    return torch.stack(rows).T
+'''),
+    dict(exercise="04-ex4", name="no-retain-graph", expect="fail", mistake="retain_graph",
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    rows = []
+    for v in vs:
+        leaf.grad = None
+        out.backward(v)
+        rows.append(leaf.grad)
+    return torch.stack(rows)
+'''),
+    dict(exercise="04-ex4", name="hard-coded-visible", expect="fail", mistake=None, source='''
+def vjps_from_one_forward(f, x, vs):
+    f(x)
+    return torch.tensor([[0.0, 4.0, 0.0], [4.0, 4.0, -4.0]])
+'''),
+    dict(exercise="04-ex4", name="autograd-grad-per-row", expect="pass", mistake=None,
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    return torch.stack([torch.autograd.grad(out, leaf, v, retain_graph=True)[0] for v in vs])
+'''),
+    dict(exercise="04-ex4", name="vmap-over-vjp", expect="pass", mistake=None, source='''
+from torch.func import vmap
+
+def vjps_from_one_forward(f, x, vs):
+    _, vjp_fn = vjp(f, x)
+    return vmap(vjp_fn)(vs)[0]
+'''),
+    dict(exercise="04-ex4", name="batched-grad", expect="pass", mistake=None, source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    (rows,) = torch.autograd.grad(f(leaf), leaf, vs, is_grads_batched=True)
+    return rows
+'''),
+]

@@ -1,0 +1,331 @@
+"""Answers to lesson 05's exercises that the grader must fail (naming the mistake) or pass.
+
+Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
+phrase that the feedback's named mistake must contain (None: any failure will do), and the
+source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+"""
+
+VARIANTS = [
+    # ------------------------------------------------------------------------ 05-ex1
+    dict(exercise="05-ex1", name="missing-product-rule-term", expect="fail",
+         mistake="second term", source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.sigmoid(x) * grad_output
+'''),
+    dict(exercise="05-ex1", name="ignores-grad-output", expect="fail",
+         mistake="ignores grad_output", source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return s + x * s * (1 - s)
+'''),
+    dict(exercise="05-ex1", name="sigmoid-derivative", expect="fail",
+         mistake="derivative of the sigmoid alone", source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return grad_output * s * (1 - s)
+'''),
+    dict(exercise="05-ex1", name="ctx-attribute", expect="fail", mistake="ctx attribute",
+         source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        s = torch.sigmoid(ctx.x)
+        return grad_output * (s + ctx.x * s * (1 - s))
+'''),
+    dict(exercise="05-ex1", name="hard-coded-visible", expect="fail", mistake=None,
+         source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        if x.shape == (4,):
+            return torch.tensor([-0.2736, 0., 0.3112, 1.7616])
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.tensor([0.0, 1.0, -0.7, 0.5]) * grad_output
+'''),
+    dict(exercise="05-ex1", name="saves-sigmoid-and-output", expect="pass", mistake=None,
+         source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        sig = torch.sigmoid(x)
+        out = x * sig
+        ctx.save_for_backward(sig, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        sig, out = ctx.saved_tensors
+        return grad_output * (sig + out * (1 - sig))
+'''),
+    dict(exercise="05-ex1", name="setup-context", expect="pass", mistake=None, source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.silu(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        sig = x.sigmoid()
+        return grad_output * sig * (1 + x * (1 - sig))
+'''),
+    # ------------------------------------------------------------------------ 05-ex2
+    dict(exercise="05-ex2", name="true-derivative", expect="fail",
+         mistake="true derivative of sign", source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * 0
+'''),
+    dict(exercise="05-ex2", name="no-mask", expect="fail", mistake="grad_output everywhere",
+         source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+'''),
+    dict(exercise="05-ex2", name="mask-only", expect="fail", mistake="(the mask)", source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return (x.abs() <= 1).float()
+'''),
+    dict(exercise="05-ex2", name="hardtanh-boundary", expect="fail", mistake="boundary",
+         source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            t = x.detach().requires_grad_()
+            (g,) = torch.autograd.grad(torch.nn.functional.hardtanh(t), t, grad_output)
+        return g
+'''),
+    dict(exercise="05-ex2", name="mask-from-grad-output", expect="fail",
+         mistake="taken from grad_output", source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.where(grad_output.abs() <= 1, grad_output, 0.)
+'''),
+    dict(exercise="05-ex2", name="masks-in-place", expect="fail", mistake="in place", source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        grad_output[x.abs() > 1] = 0
+        return grad_output
+'''),
+    dict(exercise="05-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.tensor([0., 2., 3., 4., 5., 6., 0.])
+'''),
+    dict(exercise="05-ex2", name="torch-where", expect="pass", mistake=None, source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sign()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.where(x.abs() > 1, torch.zeros_like(grad_output), grad_output)
+'''),
+    dict(exercise="05-ex2", name="mask-saved-in-forward", expect="pass", mistake=None,
+         source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x.abs() <= 1)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (inside,) = ctx.saved_tensors
+        return grad_output * inside
+'''),
+    # ------------------------------------------------------------------------ 05-ex3
+    dict(exercise="05-ex3", name="no-clamp", expect="fail", mistake="unchanged", source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, None
+'''),
+    dict(exercise="05-ex3", name="clamps-input", expect="fail", mistake="x clamped", source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.save_for_backward(x)
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.clamp(x, -ctx.bound, ctx.bound), None
+'''),
+    dict(exercise="05-ex3", name="zero-to-bound", expect="fail", mistake="[0, bound]",
+         source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clamp(0, ctx.bound), None
+'''),
+    dict(exercise="05-ex3", name="upper-only", expect="fail", mistake="upper bound",
+         source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.minimum(grad_output, torch.tensor(ctx.bound)), None
+'''),
+    dict(exercise="05-ex3", name="clamp-in-place", expect="fail", mistake="in place",
+         source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_output.clamp_(-ctx.bound, ctx.bound)
+        return grad_output, None
+'''),
+    dict(exercise="05-ex3", name="no-none-for-bound", expect="fail",
+         mistake="one value per input", source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clamp(-ctx.bound, ctx.bound)
+'''),
+    dict(exercise="05-ex3", name="hard-coded-bound", expect="fail", mistake=None, source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        bound = 1.5 if ctx.bound < 5 else ctx.bound
+        return grad_output.clamp(-bound, bound), None
+'''),
+    dict(exercise="05-ex3", name="returns-x-itself", expect="pass", mistake=None, source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clamp(min=-ctx.bound, max=ctx.bound), None
+'''),
+    dict(exercise="05-ex3", name="bound-as-tensor-where", expect="pass", mistake=None,
+         source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = float(bound)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        b = ctx.bound
+        clipped = torch.where(grad_output > b, b, grad_output)
+        return torch.where(clipped < -b, -b, clipped), None
+'''),
+]

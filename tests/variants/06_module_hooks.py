@@ -1,0 +1,301 @@
+"""Answers to lesson 06's exercises that the grader must fail (naming the mistake) or pass.
+
+Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
+phrase that the feedback's named mistake must contain (None: any failure will do), and the
+source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+"""
+
+VARIANTS = [
+    # ------------------------------------------------------------------ 06-ex1
+    dict(exercise="06-ex1", name="keeps-detached-reference", expect="fail",
+         mistake="in-place ReLU's change", source='''
+def capture_activation(model, layer, x):
+    captured = {}
+    def hook(module, args, output):
+        captured["output"] = output.detach()
+    handle = layer.register_forward_hook(hook)
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return captured["output"]
+'''),
+    dict(exercise="06-ex1", name="clones-after-the-pass", expect="fail",
+         mistake="copied it only after model(x) returned", source='''
+def capture_activation(model, layer, x):
+    captured = {}
+    handle = layer.register_forward_hook(
+        lambda module, args, output: captured.update(output=output))
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return captured["output"].detach().clone()
+'''),
+    dict(exercise="06-ex1", name="keeps-the-output", expect="fail",
+         mistake="kept the output tensor itself", source='''
+def capture_activation(model, layer, x):
+    captured = []
+    handle = layer.register_forward_hook(lambda m, a, out: captured.append(out))
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return captured[-1]
+'''),
+    dict(exercise="06-ex1", name="clone-without-detach", expect="fail",
+         mistake="still requires grad", source='''
+def capture_activation(model, layer, x):
+    captured = {}
+    def hook(module, args, output):
+        captured["output"] = output.clone()
+    handle = layer.register_forward_hook(hook)
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return captured["output"]
+'''),
+    dict(exercise="06-ex1", name="hook-never-removed", expect="fail",
+         mistake="remove it with the handle", source='''
+def capture_activation(model, layer, x):
+    captured = {}
+    def hook(module, args, output):
+        captured["output"] = output.detach().clone()
+    layer.register_forward_hook(hook)
+    model(x)
+    return captured["output"]
+'''),
+    dict(exercise="06-ex1", name="no-finally", expect="fail", mistake="finally", source='''
+def capture_activation(model, layer, x):
+    captured = {}
+    def hook(module, args, output):
+        captured["output"] = output.detach().clone()
+    handle = layer.register_forward_hook(hook)
+    model(x)
+    handle.remove()
+    return captured["output"]
+'''),
+    dict(exercise="06-ex1", name="captures-the-input", expect="fail",
+         mistake="go into the layer", source='''
+def capture_activation(model, layer, x):
+    captured = {}
+    def hook(module, args, output):
+        captured["input"] = args[0].detach().clone()
+    handle = layer.register_forward_hook(hook)
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return captured["input"]
+'''),
+    dict(exercise="06-ex1", name="hard-coded-visible-values", expect="fail", mistake=None,
+         source='''
+def capture_activation(model, layer, x):
+    return torch.tensor([[-1., 2., -2.5], [-1., -3., 1.5]])
+'''),
+    dict(exercise="06-ex1", name="handle-as-context-manager", expect="pass", mistake=None,
+         source='''
+def capture_activation(model, layer, x):
+    kept = []
+    with layer.register_forward_hook(
+            lambda module, args, output: kept.append(output.clone().detach())):
+        model(x)
+    return kept[-1]
+'''),
+    dict(exercise="06-ex1", name="no-grad-copy", expect="pass", mistake=None, source='''
+def capture_activation(model, layer, x):
+    store = {}
+    def keep(module, args, output):
+        with torch.no_grad():
+            store["value"] = output.clone()
+    handle = layer.register_forward_hook(keep)
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return store["value"]
+'''),
+    # ------------------------------------------------------------------ 06-ex2
+    dict(exercise="06-ex2", name="named-children", expect="fail", mistake="named_children",
+         source='''
+def count_calls(model, x):
+    counts = {name: 0 for name, _ in model.named_children()}
+    handles = []
+    for name, module in model.named_children():
+        def hook(module, args, output, name=name):
+            counts[name] += 1
+        handles.append(module.register_forward_hook(hook))
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return counts
+'''),
+    dict(exercise="06-ex2", name="late-binding-closure", expect="fail",
+         mistake="reads the loop variable when it runs", source='''
+def count_calls(model, x):
+    counts = {}
+    handles = []
+    for name, module in model.named_modules():
+        if name == "":
+            continue
+        counts[name] = 0
+        handles.append(module.register_forward_hook(
+            lambda module, args, output: counts.__setitem__(name, counts[name] + 1)))
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return counts
+'''),
+    dict(exercise="06-ex2", name="hooks-left-behind", expect="fail",
+         mistake="counts every module twice", source='''
+def count_calls(model, x):
+    counts = {name: 0 for name, _ in model.named_modules() if name}
+    def make_hook(name):
+        def hook(module, args, output):
+            counts[name] += 1
+        return hook
+    for name, module in model.named_modules():
+        if name:
+            module.register_forward_hook(make_hook(name))
+    model(x)
+    return counts
+'''),
+    dict(exercise="06-ex2", name="includes-the-model", expect="fail", mistake="the name ''",
+         source='''
+def count_calls(model, x):
+    counts = {name: 0 for name, _ in model.named_modules()}
+    def make_hook(name):
+        def hook(module, args, output):
+            counts[name] += 1
+        return hook
+    handles = [m.register_forward_hook(make_hook(n)) for n, m in model.named_modules()]
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return counts
+'''),
+    dict(exercise="06-ex2", name="defaultdict-skips-unused", expect="fail",
+         mistake="never ran are missing", source='''
+from collections import defaultdict
+
+def count_calls(model, x):
+    counts = defaultdict(int)
+    def make_hook(name):
+        def hook(module, args, output):
+            counts[name] += 1
+        return hook
+    handles = [m.register_forward_hook(make_hook(n)) for n, m in model.named_modules() if n]
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return dict(counts)
+'''),
+    dict(exercise="06-ex2", name="hard-coded-visible-values", expect="fail", mistake=None,
+         source='''
+def count_calls(model, x):
+    return {"inp": 1, "act": 2, "block": 3, "block.0": 3, "block.1": 3, "head": 1,
+            "spare": 0}
+'''),
+    dict(exercise="06-ex2", name="forward-pre-hooks", expect="pass", mistake=None, source='''
+def count_calls(model, x):
+    counts = {}
+    handles = []
+    for name, module in model.named_modules():
+        if not name:
+            continue
+        counts[name] = 0
+        def count(module, args, name=name):
+            counts[name] += 1
+        handles.append(module.register_forward_pre_hook(count))
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return counts
+'''),
+    dict(exercise="06-ex2", name="global-hook-with-name-map", expect="pass", mistake=None,
+         source='''
+def count_calls(model, x):
+    names = {module: name for name, module in model.named_modules() if name}
+    counts = dict.fromkeys(names.values(), 0)
+    def count(module, args, output):
+        if module in names:
+            counts[names[module]] += 1
+    handle = torch.nn.modules.module.register_module_forward_hook(count)
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return counts
+'''),
+    # ------------------------------------------------------------------ 06-ex3
+    dict(exercise="06-ex3", name="returns-none", expect="fail", mistake="changes nothing",
+         source='''
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        grad_input = tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
+    return module.register_full_backward_hook(hook)
+'''),
+    dict(exercise="06-ex3", name="zeroes-in-place", expect="fail", mistake="in place",
+         source='''
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        for g in grad_input:
+            if g is not None:
+                g.zero_()
+    return module.register_full_backward_hook(hook)
+'''),
+    dict(exercise="06-ex3", name="legacy-backward-hook", expect="fail", mistake="legacy hook",
+         source='''
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        return tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
+    return module.register_backward_hook(hook)
+'''),
+    dict(exercise="06-ex3", name="zeroes-grad-output", expect="fail", mistake="not grad_output",
+         source='''
+def block_gradient(module):
+    def hook(module, grad_output):
+        return tuple(torch.zeros_like(g) for g in grad_output)
+    return module.register_full_backward_pre_hook(hook)
+'''),
+    dict(exercise="06-ex3", name="zeros-for-none", expect="fail", mistake="Keep None entries",
+         source='''
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        return tuple(torch.zeros_like(g) for g in grad_input)
+    return module.register_full_backward_hook(hook)
+'''),
+    dict(exercise="06-ex3", name="no-handle", expect="fail", mistake="returns no handle",
+         source='''
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        return tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
+    module.register_full_backward_hook(hook)
+'''),
+    dict(exercise="06-ex3", name="only-the-first-input", expect="fail", mistake=None,
+         source='''
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        first = grad_input[0]
+        return (None if first is None else torch.zeros_like(first),) + grad_input[1:]
+    return module.register_full_backward_hook(hook)
+'''),
+    dict(exercise="06-ex3", name="new-zeros", expect="pass", mistake=None, source='''
+def block_gradient(module):
+    def stop(module, grad_input, grad_output):
+        return tuple(g if g is None else g.new_zeros(g.shape) for g in grad_input)
+    return module.register_full_backward_hook(stop)
+'''),
+    dict(exercise="06-ex3", name="multiply-by-zero", expect="pass", mistake=None, source='''
+def block_gradient(module):
+    def stop(module, grad_input, grad_output):
+        blocked = []
+        for grad in grad_input:
+            blocked.append(None if grad is None else grad * 0.0)
+        return tuple(blocked)
+    return module.register_full_backward_hook(stop)
+'''),
+]

@@ -1,0 +1,380 @@
+"""Answers to lesson 07's exercises that the grader must fail (naming the mistake) or pass.
+
+Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
+phrase that the feedback's named mistake must contain (None: any failure will do), and the
+source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+"""
+
+_WEAKEST = '''
+
+def weakest_layer(norms):
+    return min(norms, key=norms.get)
+'''
+
+_NORMS = '''
+def output_grad_norms(model, images, labels):
+    names = [name for name, child in model.named_children()
+             if isinstance(child, nn.Linear)]
+    norms = {}
+    handles = []
+    for name in names:
+        def forward_hook(module, inputs, output, name=name):
+            output.register_hook(
+                lambda grad: norms.__setitem__(name, grad.norm().item()))
+        handles.append(model.get_submodule(name).register_forward_hook(forward_hook))
+    try:
+        F.cross_entropy(model(images), labels).backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {name: norms[name] for name in names}
+'''
+
+VARIANTS = [
+    # ------------------------------------------------------------------ 07-ex1
+    dict(exercise="07-ex1", name="retain-grad", expect="fail", mistake="retain_grad",
+         source='''
+def output_grad_norms(model, images, labels):
+    kept = {}
+    def keep(name):
+        def hook(module, inputs, output):
+            output.retain_grad()
+            kept[name] = output
+        return hook
+    handles = [child.register_forward_hook(keep(name))
+               for name, child in model.named_children() if isinstance(child, nn.Linear)]
+    F.cross_entropy(model(images), labels).backward()
+    for handle in handles:
+        handle.remove()
+    return {name: output.grad.norm().item() for name, output in kept.items()}
+''' + _WEAKEST),
+    dict(exercise="07-ex1", name="autograd-grad-on-kept-outputs", expect="fail",
+         mistake="torch.autograd.grad", source='''
+def output_grad_norms(model, images, labels):
+    outputs = {}
+    handles = []
+    for name, child in model.named_children():
+        if isinstance(child, nn.Linear):
+            handles.append(child.register_forward_hook(
+                lambda module, inputs, output, name=name: outputs.update({name: output})))
+    loss = F.cross_entropy(model(images), labels)
+    for handle in handles:
+        handle.remove()
+    grads = torch.autograd.grad(loss, list(outputs.values()))
+    return {name: g.norm().item() for name, g in zip(outputs, grads)}
+''' + _WEAKEST),
+    dict(exercise="07-ex1", name="weight-gradients", expect="fail",
+         mistake="weights' gradients", source='''
+def output_grad_norms(model, images, labels):
+    F.cross_entropy(model(images), labels).backward()
+    return {name: child.weight.grad.norm().item() for name, child in model.named_children()
+            if isinstance(child, nn.Linear)}
+''' + _WEAKEST),
+    dict(exercise="07-ex1", name="backward-order", expect="fail", mistake="backward order",
+         source='''
+def output_grad_norms(model, images, labels):
+    norms = {}
+    handles = []
+    for name, child in model.named_children():
+        if isinstance(child, nn.Linear):
+            def hook(module, inputs, output, name=name):
+                output.register_hook(lambda g: norms.update({name: g.norm().item()}))
+            handles.append(child.register_forward_hook(hook))
+    F.cross_entropy(model(images), labels).backward()
+    for handle in handles:
+        handle.remove()
+    return norms
+''' + _WEAKEST),
+    dict(exercise="07-ex1", name="late-binding-closure", expect="fail", mistake="loop variable",
+         source='''
+def output_grad_norms(model, images, labels):
+    names = [name for name, child in model.named_children() if isinstance(child, nn.Linear)]
+    norms = {}
+    handles = []
+    for name in names:
+        def forward_hook(module, inputs, output):
+            output.register_hook(lambda grad: norms.__setitem__(name, grad.norm().item()))
+        handles.append(model.get_submodule(name).register_forward_hook(forward_hook))
+    F.cross_entropy(model(images), labels).backward()
+    for handle in handles:
+        handle.remove()
+    return {name: norms[name] for name in names}
+''' + _WEAKEST),
+    dict(exercise="07-ex1", name="hooks-left", expect="fail", mistake="remove every handle",
+         source='''
+def output_grad_norms(model, images, labels):
+    names = [name for name, child in model.named_children() if isinstance(child, nn.Linear)]
+    norms = {}
+    for name in names:
+        def forward_hook(module, inputs, output, name=name):
+            output.register_hook(lambda grad: norms.__setitem__(name, grad.norm().item()))
+        model.get_submodule(name).register_forward_hook(forward_hook)
+    F.cross_entropy(model(images), labels).backward()
+    return {name: norms[name] for name in names}
+''' + _WEAKEST),
+    dict(exercise="07-ex1", name="norms-as-tensors", expect="fail", mistake="Python float",
+         source=_NORMS.replace("grad.norm().item()", "grad.norm()") + _WEAKEST),
+    dict(exercise="07-ex1", name="weakest-returns-norm", expect="fail", mistake="returned a norm",
+         source=_NORMS + '''
+
+def weakest_layer(norms):
+    return min(norms.values())
+'''),
+    dict(exercise="07-ex1", name="hard-coded-visible-values", expect="fail", mistake=None,
+         source=_NORMS.replace("    return {name: norms[name] for name in names}",
+                               "    return {'fc1': 0.05, 'fc2': 0.1, 'fc3': 0.2, 'fc4': 0.3, "
+                               "'fc5': 0.4, 'fc6': 0.5}") + '''
+
+def weakest_layer(norms):
+    return "fc1"
+'''),
+    dict(exercise="07-ex1", name="hook-factory-and-sorted", expect="pass", mistake=None,
+         source='''
+def output_grad_norms(model, images, labels):
+    order = []
+    recorded = {}
+
+    def on_forward(name):
+        def forward_hook(module, inputs, output):
+            order.append(name)
+            def on_grad(grad):
+                recorded[name] = float(grad.norm())
+            output.register_hook(on_grad)
+        return forward_hook
+
+    handles = [child.register_forward_hook(on_forward(name))
+               for name, child in model.named_children() if isinstance(child, nn.Linear)]
+    try:
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {name: recorded[name] for name in order}
+
+
+def weakest_layer(norms):
+    return sorted(norms.items(), key=lambda item: item[1])[0][0]
+'''),
+    # ------------------------------------------------------------------ 07-ex2
+    dict(exercise="07-ex2", name="ignores-threshold", expect="fail",
+         mistake="Every floating-point tensor was converted", source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+    def pack(tensor):
+        stored = tensor.to(torch.float16) if tensor.is_floating_point() else tensor
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+    def unpack(packed):
+        return packed[1].to(packed[0])
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="strict-threshold", expect="fail", mistake=">=, not >",
+         source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+    def pack(tensor):
+        stored = tensor
+        if tensor.is_floating_point() and tensor.numel() > min_elements:
+            stored = tensor.half()
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+    def unpack(packed):
+        return packed[1].to(packed[0])
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="counts-received-as-stored", expect="fail",
+         mistake="bytes of the tensor pack received", source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+    def pack(tensor):
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(tensor)
+        if tensor.is_floating_point() and tensor.numel() >= min_elements:
+            return tensor.dtype, tensor.to(torch.float16)
+        return tensor.dtype, tensor
+    def unpack(packed):
+        return packed[1].to(packed[0])
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="counts-elements", expect="fail", mistake="numbers of elements",
+         source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+    def pack(tensor):
+        stored = tensor
+        if tensor.is_floating_point() and tensor.numel() >= min_elements:
+            stored = tensor.to(torch.float16)
+        counts["received"] += tensor.numel()
+        counts["stored"] += stored.numel()
+        return tensor.dtype, stored
+    def unpack(packed):
+        return packed[1].to(packed[0])
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="unpack-keeps-float16", expect="fail",
+         mistake="unpack gives back float16", source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+    def pack(tensor):
+        stored = tensor
+        if tensor.is_floating_point() and tensor.numel() >= min_elements:
+            stored = tensor.to(torch.float16)
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+    def unpack(packed):
+        return packed[1]
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="unpack-always-float32", expect="fail",
+         mistake="a float64 tensor must come back as float64", source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+    def pack(tensor):
+        stored = tensor
+        if tensor.is_floating_point() and tensor.numel() >= min_elements:
+            stored = tensor.to(torch.float16)
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+    def unpack(packed):
+        return packed[1].float()
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="converts-integers", expect="fail", mistake="Integer tensors",
+         source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+    def pack(tensor):
+        stored = tensor.to(torch.float16) if tensor.numel() >= min_elements else tensor
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+    def unpack(packed):
+        return packed[1].to(packed[0])
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="counts-shared-between-calls", expect="fail",
+         mistake="carry over from an earlier call", source='''
+counts = {"received": 0, "stored": 0}
+
+def float16_hooks(min_elements):
+    def pack(tensor):
+        stored = tensor
+        if tensor.is_floating_point() and tensor.numel() >= min_elements:
+            stored = tensor.to(torch.float16)
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+    def unpack(packed):
+        return packed[1].to(packed[0])
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="hard-coded-visible-values", expect="fail", mistake=None,
+         source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+    def pack(tensor):
+        counts["received"], counts["stored"] = 3800, 2600
+        stored = tensor.half() if tensor.is_floating_point() and tensor.numel() >= 200 else tensor
+        return tensor.dtype, stored
+    def unpack(packed):
+        return packed[1].to(packed[0])
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="half-and-nbytes", expect="pass", mistake=None, source='''
+def float16_hooks(min_elements):
+    counts = dict(received=0, stored=0)
+
+    def pack(tensor):
+        big_float = tensor.dtype.is_floating_point and tensor.numel() >= min_elements
+        stored = tensor.half() if big_float else tensor
+        counts["received"] += tensor.nbytes
+        counts["stored"] += stored.nbytes
+        return (tensor.dtype, stored)
+
+    def unpack(packed):
+        dtype, stored = packed
+        return stored if stored.dtype == dtype else stored.to(dtype=dtype)
+
+    return pack, unpack, counts
+'''),
+    # ------------------------------------------------------------------ 07-ex3
+    dict(exercise="07-ex3", name="sgd-objects", expect="fail", mistake="optimizer object",
+         source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    optimizers = {p: torch.optim.SGD([p], lr=lr, weight_decay=weight_decay)
+                  for p in model.parameters()}
+    def step(param):
+        optimizers[param].step()
+        optimizers[param].zero_grad()
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
+    dict(exercise="07-ex3", name="no-weight-decay", expect="fail", mistake="weight-decay term",
+         source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * param.grad)
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
+    dict(exercise="07-ex3", name="uphill", expect="fail", mistake="uphill", source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.add_(lr * (param.grad + weight_decay * param))
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
+    dict(exercise="07-ex3", name="grad-kept", expect="fail", mistake="set param.grad = None",
+         source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * (param.grad + weight_decay * param))
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
+    dict(exercise="07-ex3", name="grad-zeroed", expect="fail", mistake="instead of set to None",
+         source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * (param.grad + weight_decay * param))
+        param.grad.zero_()
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
+    dict(exercise="07-ex3", name="tensor-hooks", expect="fail",
+         mistake="register_post_accumulate_grad_hook", source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    handles = []
+    for param in model.parameters():
+        def hook(grad, param=param):
+            with torch.no_grad():
+                param.sub_(lr * (grad + weight_decay * param))
+        handles.append(param.register_hook(hook))
+    return handles
+'''),
+    dict(exercise="07-ex3", name="rebinds-param", expect="fail", mistake="did not move",
+         source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param = param - lr * (param.grad + weight_decay * param)
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
+    dict(exercise="07-ex3", name="data-update-and-loop", expect="pass", mistake=None, source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def sgd(param):
+        param.data.mul_(1 - lr * weight_decay).sub_(lr * param.grad)
+        param.grad = None
+
+    handles = []
+    for param in model.parameters():
+        handles.append(param.register_post_accumulate_grad_hook(sgd))
+    return handles
+'''),
+]
