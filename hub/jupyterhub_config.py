@@ -6,7 +6,7 @@ Started by `make hub` (hub/hubctl.py); HUB_CONFIG names another class file.
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 
 from coursehub import hubconfig, settings  # noqa: E402
 

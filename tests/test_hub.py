@@ -34,7 +34,7 @@ import browser_support as lab_page
 from browser_support import REPO_ROOT, VENV_BIN, free_port, require_chromium
 from notebook_support import answer_cells, grading, without_markers
 
-sys.path.insert(0, str(REPO_ROOT / "hub"))
+sys.path.insert(0, str(REPO_ROOT / "hub" / "lib"))
 from coursehub import settings as class_settings  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -46,6 +46,15 @@ ARTIFACTS = REPO_ROOT / "test-artifacts" / "hub"
 DOC_IMAGES = REPO_ROOT / "docs" / "images"
 MEMORY_LIMIT = 4 << 30
 VALIDATE_SUCCESS = "Success! Your notebook passes all the tests."
+# An answer that tries to read files it must not see while it is graded.
+SNOOP = """from pathlib import Path
+for _path in {paths!r}:
+    try:
+        print("READ", _path, Path(_path).read_bytes()[:16].hex())
+    except Exception as _error:
+        print("BLOCKED", _path, type(_error).__name__)
+raise NotImplementedError()
+"""
 
 
 def _on_ci() -> bool:
@@ -421,6 +430,11 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     answers = {ann: {i: solutions[i] for i in answer_ids}, bob: {i: solutions[i] for i in half}}
     expected = {ann: full, bob: sum(points[i] for i in half)}
     assert 0 < expected[bob] < full
+    # In an exercise bob leaves unanswered, his code tries to read the instructors' files.
+    course = hub.settings.course_dir
+    secrets_ = [course / ".autograder" / "secret", course / "solutions" / NOTEBOOK,
+                course / "scenarios" / f"{LESSON}.py", course / "gradebook.db"]
+    answers[bob][answer_ids[-1]] = SNOOP.format(paths=[str(p) for p in secrets_])
 
     timings = {"begin": time.monotonic()}
     # 1. `make hub`: the hub answers on 127.0.0.1 only.
@@ -531,6 +545,11 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     assert {s: grades[s][:2] for s in hub.students} == {s: (expected[s], full)
                                                        for s in hub.students}, grades
     assert {grades[s][2] for s in hub.students} == {"graded"}
+    # Bob's code ran while grading, and read none of the instructors' files.
+    graded = nbformat.read(course / "autograded" / bob / NOTEBOOK, as_version=4)
+    printed = "".join(output.get("text", "") for cell in graded.cells if cell.cell_type == "code"
+                      for output in cell.get("outputs", []))
+    assert printed.count("BLOCKED") == len(secrets_) and "READ " not in printed, printed
     timings["graded"] = time.monotonic()
 
     # 7. The instructor releases the feedback; the formgrader shows the class's scores.

@@ -221,8 +221,8 @@ def test_dockerfile_copies_an_allow_list_without_solutions():
               if instruction == "COPY"]
     sources = {source for step in copied for source in step}
     assert sources, "hub/Dockerfile copies nothing"
-    assert not any(s in (".", "./") or s.startswith(("solutions", "tests", ".git", "notebooks"))
-                   for s in sources), sources
+    assert not any(s in (".", "./") or s.startswith(("solutions", "scenarios", "tests", ".git",
+                                                     "notebooks")) for s in sources), sources
     assert "requirements.lock" in sources and "coursekit" in sources
     runs = [args for instruction, args in dockerfile_steps() if instruction == "RUN"]
     assert len(runs) == 1 and "hub/image/install.sh" in runs[0]
@@ -279,13 +279,14 @@ def test_dockerfile_steps_run_as_a_script(tmp_path):
                             "print(coursekit.__file__)"], capture_output=True, text=True,
                            cwd=tmp_path)
     assert found.returncode == 0 and str(prefix) in found.stdout, found.stderr
-    for path in ("nbgrader_config.py", "hub/coursehub/singleuser.py",
+    for path in ("nbgrader_config.py", "hub/lib/coursehub/singleuser.py",
                  "hub/jupyter/student/nbgrader_config.py",
                  "hub/jupyter/student/labconfig/page_config.json",
                  "hub/jupyter/instructor/nbgrader_config.py"):
         assert (prefix / path).is_file(), path
     assert not Path(env["COURSE_SRC"]).exists()
     assert not list(root.rglob("*.ipynb")) or all("venv" in p.parts for p in root.rglob("*.ipynb"))
-    assert not [p for p in root.rglob("solutions") if "venv" not in p.parts]
+    assert not [p for p in [*root.rglob("solutions"), *root.rglob("scenarios")]
+                if "venv" not in p.parts]
     exchange = Path(env["COURSE_EXCHANGE"])
     assert exchange.is_dir() and oct(exchange.stat().st_mode & 0o7777) == oct(0o1777)

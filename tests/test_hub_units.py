@@ -16,7 +16,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from conftest import COURSE_ROOT
 
-sys.path.insert(0, str(COURSE_ROOT / "hub"))
+sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
 from coursehub import settings as class_settings  # noqa: E402
 from coursehub import singleuser, state, students  # noqa: E402
 from coursehub.exchange import OwnerCheckedCollect  # noqa: E402

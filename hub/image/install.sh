@@ -41,10 +41,10 @@ $PIP install --no-cache-dir $PIP_INSTALL_FLAGS -r "$LOCK"
 $PIP install --no-cache-dir --no-deps "$COURSE_SRC"
 
 # 3. The course's nbgrader settings (students' Validate loads them) and the hub's Jupyter
-#    configuration for each role (hub/coursehub/singleuser.py picks one).
+#    configuration for each role (hub/lib/coursehub/singleuser.py picks one).
 cp "$COURSE_SRC/nbgrader_config.py" "$COURSE_PREFIX/nbgrader_config.py"
 mkdir -p "$COURSE_PREFIX/hub"
-cp -R "$COURSE_SRC/hub/coursehub" "$COURSE_SRC/hub/jupyter" "$COURSE_PREFIX/hub/"
+cp -R "$COURSE_SRC/hub/lib" "$COURSE_SRC/hub/jupyter" "$COURSE_PREFIX/hub/"
 find "$COURSE_PREFIX/hub" -name __pycache__ -prune -exec rm -rf {} +
 
 # 4. The exchange's mount point: nbgrader checks that its root is writable.
@@ -56,11 +56,11 @@ if [ -n "$NB_USER" ]; then
     useradd --create-home --uid "$NB_UID" --gid "$NB_GID" --shell /bin/bash "$NB_USER"
 fi
 
-# 6. Checks: the image holds no solutions; the environment is the lock (a dry run installs
+# 6. Checks: the image holds no solutions or grading scenarios; the environment is the lock (a dry run installs
 #    nothing, so only the course's packages can be imported then).
-if find "$COURSE_PREFIX" -path "$VENV" -prune -o \( -name solutions -o -name '*.ipynb' \) -print \
+if find "$COURSE_PREFIX" -path "$VENV" -prune -o \( -name solutions -o -name scenarios -o -name '*.ipynb' \) -print \
         | grep -q .; then
-    echo "install.sh: notebooks or solutions ended up in $COURSE_PREFIX" >&2
+    echo "install.sh: notebooks, solutions or scenarios ended up in $COURSE_PREFIX" >&2
     exit 1
 fi
 case " $PIP_INSTALL_FLAGS " in

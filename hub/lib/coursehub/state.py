@@ -7,6 +7,7 @@ Layout of the state folder (all of it survives a restart):
       exchange/              root, 1777: nbgrader's exchange (as nbgrader requires), sticky
         <course id>/         root:<instructors>, 2775; outbound 2775, inbound 2773, feedback 2771
       course/                root:<instructors>, 2770: nbgrader's course root for the class
+                             (solutions/, scenarios/, .autograder/secret, gradebook, ...)
       home/                  root, 0711
         <user>/              <user>, 0700: that user's home folder
       python/                root, 0755: the Python users' servers run, if it had to be built
@@ -133,8 +134,9 @@ def course_config_text(settings: ClassSettings, repo: Path = REPO_ROOT) -> str:
 
 
 def _prepare_course(settings: ClassSettings, gid: int, repo: Path) -> list[str]:
-    """The course root: its nbgrader_config.py, and the lessons' instructor notebooks copied
-    from the repository (a lesson already there is kept: instructors may have edited it)."""
+    """The course root: its nbgrader_config.py; each lesson's instructor notebook and grading
+    scenarios, copied from the repository (a lesson already there is kept: instructors may
+    have edited it); the course's secret, readable by the instructors' group only."""
     warnings = []
     course = settings.course_dir
     _mkdir(course, 0o2770, gid=gid)
@@ -142,29 +144,58 @@ def _prepare_course(settings: ClassSettings, gid: int, repo: Path) -> list[str]:
     config.write_text(course_config_text(settings, repo))
     os.chown(config, 0, gid)
     os.chmod(config, 0o640)
-    source = repo / "solutions"
-    target = course / "solutions"
-    _mkdir(target, 0o2770, gid=gid)
-    for lesson in sorted(p.name for p in source.iterdir() if (p / f"{p.name}.ipynb").is_file()):
-        if (target / lesson).exists():
-            mine, theirs = source / lesson / f"{lesson}.ipynb", target / lesson / f"{lesson}.ipynb"
-            if theirs.is_file() and not filecmp.cmp(mine, theirs, shallow=False):
-                warnings.append(f"{theirs} differs from the repository's {mine}; the class keeps "
-                                "its copy (remove the course's copy to take the repository's)")
-            continue
-        shutil.copytree(source / lesson, target / lesson,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-        _own_tree(target / lesson, gid)
+    for folder in ("solutions", "scenarios"):
+        _mkdir(course / folder, 0o2770, gid=gid)
+    for lesson in sorted(p.name for p in (repo / "solutions").iterdir()
+                         if (p / f"{p.name}.ipynb").is_file()):
+        for mine, theirs in ((repo / "solutions" / lesson, course / "solutions" / lesson),
+                             (repo / "scenarios" / f"{lesson}.py",
+                              course / "scenarios" / f"{lesson}.py")):
+            if not mine.exists():
+                continue
+            if theirs.exists():
+                if _differs(mine, theirs):
+                    warnings.append(f"{theirs} differs from the repository's {mine}; the class "
+                                    "keeps its copy (remove it to take the repository's)")
+                continue
+            if mine.is_dir():
+                shutil.copytree(mine, theirs, ignore=shutil.ignore_patterns(
+                    ".ipynb_checkpoints", "__pycache__"))
+            else:
+                shutil.copy2(mine, theirs)
+            _own_tree(theirs, gid)
+    _share_secret(course, gid)
     return warnings
 
 
-def _own_tree(root: Path, gid: int) -> None:
+def _differs(mine: Path, theirs: Path) -> bool:
+    if mine.is_dir():
+        mine, theirs = mine / f"{mine.name}.ipynb", theirs / f"{mine.name}.ipynb"
+    return theirs.is_file() and not filecmp.cmp(mine, theirs, shallow=False)
+
+
+def _share_secret(course: Path, gid: int) -> None:
+    """The course's secret (autograder.executor.course_secret draws each student's hidden
+    inputs from it), made here so that every instructor may read it, and nobody else."""
+    from autograder.executor import course_secret
+
+    course_secret(course)
+    folder = course / ".autograder"
+    _own_tree(folder, gid, dir_mode=0o2750, file_mode=0o640)
+
+
+def _own_tree(root: Path, gid: int, dir_mode: int = 0o2770, file_mode: int = 0o660) -> None:
+    """root:`gid` with these modes for `root` (a folder or a file) and all it holds."""
+    if root.is_file():
+        os.chown(root, 0, gid)
+        os.chmod(root, file_mode)
+        return
     for folder, dirs, files in os.walk(root):
         os.chown(folder, 0, gid)
-        os.chmod(folder, 0o2770)
+        os.chmod(folder, dir_mode)
         for name in files:
             os.chown(os.path.join(folder, name), 0, gid)
-            os.chmod(os.path.join(folder, name), 0o660)
+            os.chmod(os.path.join(folder, name), file_mode)
 
 
 # --------------------------------------------------------------------------------------------

@@ -119,6 +119,11 @@ def make_pre_spawn_hook(settings: ClassSettings):
         }}
         if role == "instructor":
             spawner.environment["COURSE_ROOT"] = str(settings.course_dir)
+            # Python puts the working folder first on sys.path (`python -m autograder` run
+            # from the course folder), and the grader lets sandboxed notebooks read every
+            # folder on its sys.path: keep the course folder (solutions, scenarios, the
+            # course's secret, the gradebook) off it.
+            spawner.environment["PYTHONSAFEPATH"] = "1"
             spawner.notebook_dir = str(settings.course_dir)
         else:
             spawner.notebook_dir = account.pw_dir
@@ -172,7 +177,8 @@ def configure(c, settings: ClassSettings) -> None:
     # Servers: JupyterLab as each user's own system account, in the course's environment.
     c.JupyterHub.spawner_class = ClassSpawner
     c.Spawner.cmd = [str(users_python()), "-m", "coursehub.singleuser"]
-    c.Spawner.environment = {"PYTHONPATH": str(HUB_DIR)}
+    # hub/lib holds only this package: it is on the servers' path, the state folder is not.
+    c.Spawner.environment = {"PYTHONPATH": str(HUB_DIR / "lib")}
     c.Spawner.default_url = "/lab"
     c.Spawner.http_timeout = 120
     c.Spawner.start_timeout = 120

@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HUB_DIR = Path(__file__).resolve().parent.parent
+HUB_DIR = Path(__file__).resolve().parent.parent.parent
 REPO_ROOT = HUB_DIR.parent
 DEFAULT_CONFIG = HUB_DIR / "class.toml"
 VENV_BIN = REPO_ROOT / ".venv" / "bin"

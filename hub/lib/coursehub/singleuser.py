@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-JUPYTER_CONFIG = Path(__file__).resolve().parent.parent / "jupyter"
+JUPYTER_CONFIG = Path(__file__).resolve().parent.parent.parent / "jupyter"
 
 
 def environment(environ: dict[str, str]) -> dict[str, str]:
