@@ -278,6 +278,7 @@ def formgrader_action(page, lesson: str, column: str) -> str:
     text = dialog.inner_text()
     dialog.get_by_role("button", name="OK").click()
     dialog.wait_for(state="hidden")
+    page.locator(".modal-backdrop").wait_for(state="detached")
     return text
 
 
