@@ -81,3 +81,13 @@ grade: setup
 ## demo: build a small course of its own in demo/ (its own gradebook) and grade a synthetic class there; see demo/out/report.html, and `make formgrader COURSE=demo/course`
 demo: setup
 	$(BIN)/python -m autograder demo --timeout $(DEMO_TIMEOUT) $(GRADE_ARGS)
+
+.PHONY: hub hub-stop
+
+## hub: start the class's JupyterHub in the background (as root; accounts, limits, state: hub/class.toml; docs/HUB.md)
+hub: setup
+	$(BIN)/python hub/hubctl.py start $(if $(HUB_CONFIG),--config "$(HUB_CONFIG)")
+
+## hub-stop: stop the class's JupyterHub and every server it started (the state folder stays)
+hub-stop:
+	$(BIN)/python hub/hubctl.py stop $(if $(HUB_CONFIG),--config "$(HUB_CONFIG)")

@@ -1,0 +1,175 @@
+"""The class's one configuration file (hub/class.toml): read, checked, and the paths it names."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HUB_DIR = Path(__file__).resolve().parent.parent.parent
+REPO_ROOT = HUB_DIR.parent
+DEFAULT_CONFIG = HUB_DIR / "class.toml"
+VENV_BIN = REPO_ROOT / ".venv" / "bin"
+# configurable-http-proxy, installed by npm from hub/package-lock.json
+PROXY = HUB_DIR / "node_modules" / ".bin" / "configurable-http-proxy"
+# Names a hub user may have: they become system account names (useradd's rule, 32 characters).
+USERNAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
+_UNITS = {"": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+class ConfigError(ValueError):
+    """The class configuration is wrong; the message says where and what to write instead."""
+
+
+@dataclass(frozen=True)
+class ClassSettings:
+    config_file: Path
+    ip: str
+    port: int
+    state_dir: Path
+    admins: tuple[str, ...]
+    instructors: tuple[str, ...]
+    instructors_group: str
+    memory_limit: int  # bytes; 0 for none
+    idle_timeout: int
+    cull_every: int
+    hide_repository: bool = True
+    course_id: str = field(default="autograd-hooks")
+
+    # The folders inside the state folder.
+    @property
+    def hub_dir(self) -> Path:
+        """The hub's own files: database, cookie secret, log, process id."""
+        return self.state_dir / "jupyterhub"
+
+    @property
+    def exchange_dir(self) -> Path:
+        return self.state_dir / "exchange"
+
+    @property
+    def course_dir(self) -> Path:
+        """nbgrader's course root for the class: gradebook, submitted/, autograded/, feedback/."""
+        return self.state_dir / "course"
+
+    @property
+    def home_root(self) -> Path:
+        return self.state_dir / "home"
+
+    def home(self, name: str) -> Path:
+        return self.home_root / name
+
+    @property
+    def staff(self) -> tuple[str, ...]:
+        """Accounts that are not students."""
+        return tuple(sorted(set(self.admins) | set(self.instructors)))
+
+    def role(self, name: str) -> str:
+        return "instructor" if name in self.instructors else "student"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.ip}:{self.port}/"
+
+
+def memory_bytes(text: str | int, where: str) -> int:
+    """'4G', '512M', '1.5GiB' or 0 in bytes."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text == 0:
+            return 0
+        raise ConfigError(f"{where}: write the memory limit with a unit, e.g. \"4G\" (got {text})")
+    match = _MEMORY.match(str(text))
+    if not match:
+        raise ConfigError(f"{where}: {text!r} is not a memory size; write e.g. \"4G\", \"512M\" "
+                          "or \"0\" for no limit")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _names(table: dict, key: str, where: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: {key} must be a list of account names, e.g. {key} = [\"ada\"]")
+    bad = [v for v in value if not re.match(USERNAME_PATTERN, v)]
+    if bad:
+        raise ConfigError(f"{where}: {key} holds names that cannot be account names: {bad}; use "
+                          "lower-case letters, digits, '-' and '_', starting with a letter")
+    return tuple(value)
+
+
+def _positive_int(table: dict, key: str, default: int, where: str) -> int:
+    value = table.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{where}: {key} must be a whole number of seconds above 0 "
+                          f"(got {value!r})")
+    return value
+
+
+def load(path: Path | str | None = None) -> ClassSettings:
+    """Read the class configuration: `path`, else $HUB_CONFIG, else hub/class.toml."""
+    path = Path(path or os.environ.get("HUB_CONFIG") or DEFAULT_CONFIG).resolve()
+    if not path.is_file():
+        raise ConfigError(f"no class configuration at {path}: copy hub/class.toml there or "
+                          "name yours with HUB_CONFIG=/path/to/class.toml")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    known = {"hub": {"ip", "port", "state_dir", "hide_repository"},
+             "accounts": {"admins", "instructors", "instructors_group"},
+             "limits": {"memory", "idle_timeout", "cull_every"}}
+    for section, value in data.items():
+        if section not in known or not isinstance(value, dict):
+            raise ConfigError(f"{path}: unknown section [{section}]; the sections are "
+                              + ", ".join(f"[{s}]" for s in known))
+        unknown = set(value) - known[section]
+        if unknown:
+            raise ConfigError(f"{path}: [{section}] has unknown keys {sorted(unknown)}; it takes "
+                              f"{sorted(known[section])}")
+    hub, accounts, limits = (data.get(s, {}) for s in ("hub", "accounts", "limits"))
+
+    ip = str(hub.get("ip", "127.0.0.1"))
+    try:
+        ipaddress.ip_address(ip)
+    except ValueError:
+        raise ConfigError(f"{path}: [hub] ip = {ip!r} is not an IP address (e.g. \"127.0.0.1\")") \
+            from None
+    port = hub.get("port", 8000)
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise ConfigError(f"{path}: [hub] port must be a number from 1 to 65535 (got {port!r})")
+    state = hub.get("state_dir", "state")
+    if not isinstance(state, str) or not state.strip():
+        raise ConfigError(f"{path}: [hub] state_dir must name a folder")
+    state_dir = (path.parent / state).resolve()
+    hide = hub.get("hide_repository", True)
+    if not isinstance(hide, bool):
+        raise ConfigError(f"{path}: [hub] hide_repository must be true or false (got {hide!r})")
+
+    admins = _names(accounts, "admins", f"{path}: [accounts]")
+    instructors = _names(accounts, "instructors", f"{path}: [accounts]")
+    if not admins:
+        raise ConfigError(f"{path}: [accounts] admins is empty; name at least one administrator, "
+                          "who approves the students' sign-ups")
+    group = accounts.get("instructors_group", "autograd-hooks-instructors")
+    if not isinstance(group, str) or not re.match(USERNAME_PATTERN, group):
+        raise ConfigError(f"{path}: [accounts] instructors_group {group!r} cannot be a group name")
+
+    return ClassSettings(
+        config_file=path, ip=ip, port=port, state_dir=state_dir, admins=admins,
+        instructors=instructors, instructors_group=group,
+        memory_limit=memory_bytes(limits.get("memory", "4G"), f"{path}: [limits] memory"),
+        idle_timeout=_positive_int(limits, "idle_timeout", 3600, f"{path}: [limits]"),
+        cull_every=_positive_int(limits, "cull_every", 300, f"{path}: [limits]"),
+        hide_repository=hide, course_id=course_id(),
+    )
+
+
+def course_id(repo: Path = REPO_ROOT) -> str:
+    """The course id that the repository's nbgrader_config.py sets."""
+    match = re.search(r"^c\.CourseDirectory\.course_id\s*=\s*['\"]([^'\"]+)['\"]",
+                      (repo / "nbgrader_config.py").read_text(), re.M)
+    if not match:
+        raise ConfigError(f"{repo / 'nbgrader_config.py'} sets no CourseDirectory.course_id")
+    return match.group(1)

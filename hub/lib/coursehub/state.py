@@ -1,0 +1,308 @@
+"""The class's state folder, its system accounts and the repository's permissions (run as root).
+
+Layout of the state folder (all of it survives a restart):
+
+    <state>/                 root, 0711: others may only pass through to their own folders
+      jupyterhub/            root, 0700: hub database, cookie secret, log, process ids
+      exchange/              root, 1777: nbgrader's exchange (as nbgrader requires), sticky
+        <course id>/         root:<instructors>, 2775; outbound 2775, inbound 2773, feedback 2771
+      course/                root:<instructors>, 2770: nbgrader's course root for the class
+                             (solutions/, scenarios/, .autograder/secret, gradebook, ...)
+      home/                  root, 0711
+        <user>/              <user>, 0700: that user's home folder
+      python/                root, 0755: the Python users' servers run, if it had to be built
+                             (coursehub.runtime)
+"""
+
+from __future__ import annotations
+
+import filecmp
+import grp
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+from coursehub.settings import REPO_ROOT, ClassSettings
+
+# What the users' servers need from the repository: the environment, the course's packages,
+# the hub's configuration and the course's nbgrader settings (read by Validate). With
+# `hide_repository`, every other top-level entry (solutions/ and its hidden tests, tests/,
+# .git, gradebooks, grading output) is made unreadable to other accounts.
+STUDENT_READABLE = (".venv", "coursekit", "autograder", "hub", "nbgrader_config.py")
+
+
+class StateError(RuntimeError):
+    """The state folder or an account cannot be set up; the message says why and what to do."""
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise StateError("the class hub starts each user's server as that user's own system "
+                         "account, which needs root: run `sudo make hub`")
+
+
+def _traversable_by_others(path: Path) -> list[Path]:
+    """The folders on the way to `path` that other accounts cannot pass through."""
+    blocked = []
+    for folder in [*reversed(path.parents), path]:
+        if folder.exists() and not folder.stat().st_mode & stat.S_IXOTH:
+            blocked.append(folder)
+    return blocked
+
+
+def _mkdir(path: Path, mode: int, uid: int = 0, gid: int = 0) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, uid, gid)
+    os.chmod(path, mode)
+
+
+def ensure_group(name: str) -> int:
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        subprocess.run(["groupadd", name], check=True, capture_output=True, text=True)
+        return grp.getgrnam(name).gr_gid
+
+
+def prepare(settings: ClassSettings, repo: Path = REPO_ROOT) -> list[str]:
+    """Create or repair the state folder; returns warnings to show to whoever starts the hub."""
+    require_root()
+    warnings: list[str] = []
+    for what, path in (("the state folder", settings.state_dir),
+                       ("the course environment", repo / ".venv")):
+        blocked = _traversable_by_others(path.parent)
+        if blocked:
+            raise StateError(
+                f"students' servers cannot reach {what} ({path}): other accounts may not "
+                f"enter {blocked[0]}; give them passage with `chmod o+x {blocked[0]}` or "
+                "choose a folder they can reach")
+    gid = ensure_group(settings.instructors_group)
+    _mkdir(settings.state_dir, 0o711)
+    _mkdir(settings.hub_dir, 0o700)
+    _mkdir(settings.home_root, 0o711)
+    _prepare_exchange(settings, gid)
+    warnings += _prepare_course(settings, gid, repo)
+    return warnings
+
+
+def _prepare_exchange(settings: ClassSettings, gid: int) -> None:
+    # nbgrader checks that students can write to the exchange root; the sticky bit keeps
+    # anyone from removing what others put there.
+    _mkdir(settings.exchange_dir, 0o1777)
+    course = settings.exchange_dir / settings.course_id
+    _mkdir(course, 0o2775, gid=gid)
+    _mkdir(course / "outbound", 0o2775, gid=gid)
+    # Students write submissions here but cannot list it (nbgrader's modes, group-shared).
+    _mkdir(course / "inbound", 0o2773, gid=gid)
+    # Feedback files are found by a hash of the submission; nobody may list them.
+    _mkdir(course / "feedback", 0o2771, gid=gid)
+
+
+COURSE_CONFIG = '''\
+"""nbgrader's configuration for the class on JupyterHub: the course's own settings from the
+repository, with this folder as the course root. Written by `make hub` at every start from
+{class_file}; edit that file (or the repository's nbgrader_config.py), not this one."""
+
+import os
+
+c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
+
+REPOSITORY_CONFIG = {repo_config!r}
+if not os.path.isfile(REPOSITORY_CONFIG):
+    raise FileNotFoundError(f"the course's nbgrader_config.py is missing: {{REPOSITORY_CONFIG}}")
+load_subconfig(REPOSITORY_CONFIG)  # noqa: F821
+
+COURSE_ROOT = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.course_id = {course_id!r}
+c.CourseDirectory.root = COURSE_ROOT
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(COURSE_ROOT, "gradebook.db")
+# Several instructors share this folder through the group {group!r}.
+c.CourseDirectory.groupshared = True
+c.Exchange.root = {exchange!r}
+c.Exchange.assignment_dir = COURSE_ROOT
+'''
+
+
+def course_config_text(settings: ClassSettings, repo: Path = REPO_ROOT) -> str:
+    return COURSE_CONFIG.format(
+        class_file=str(settings.config_file), repo_config=str(repo / "nbgrader_config.py"),
+        course_id=settings.course_id, group=settings.instructors_group,
+        exchange=str(settings.exchange_dir))
+
+
+def _prepare_course(settings: ClassSettings, gid: int, repo: Path) -> list[str]:
+    """The course root: its nbgrader_config.py; each lesson's instructor notebook and grading
+    scenarios, copied from the repository (a lesson already there is kept: instructors may
+    have edited it); the course's secret, readable by the instructors' group only."""
+    warnings = []
+    course = settings.course_dir
+    _mkdir(course, 0o2770, gid=gid)
+    config = course / "nbgrader_config.py"
+    config.write_text(course_config_text(settings, repo))
+    os.chown(config, 0, gid)
+    os.chmod(config, 0o640)
+    for folder in ("solutions", "scenarios"):
+        _mkdir(course / folder, 0o2770, gid=gid)
+    for lesson in sorted(p.name for p in (repo / "solutions").iterdir()
+                         if (p / f"{p.name}.ipynb").is_file()):
+        for mine, theirs in ((repo / "solutions" / lesson, course / "solutions" / lesson),
+                             (repo / "scenarios" / f"{lesson}.py",
+                              course / "scenarios" / f"{lesson}.py")):
+            if not mine.exists():
+                continue
+            if theirs.exists():
+                if _differs(mine, theirs):
+                    warnings.append(f"{theirs} differs from the repository's {mine}; the class "
+                                    "keeps its copy (remove it to take the repository's)")
+                continue
+            if mine.is_dir():
+                shutil.copytree(mine, theirs, ignore=shutil.ignore_patterns(
+                    ".ipynb_checkpoints", "__pycache__"))
+            else:
+                shutil.copy2(mine, theirs)
+            _own_tree(theirs, gid)
+    _share_secret(course, gid)
+    return warnings
+
+
+def _differs(mine: Path, theirs: Path) -> bool:
+    if mine.is_dir():
+        mine, theirs = mine / f"{mine.name}.ipynb", theirs / f"{mine.name}.ipynb"
+    return theirs.is_file() and not filecmp.cmp(mine, theirs, shallow=False)
+
+
+def _share_secret(course: Path, gid: int) -> None:
+    """The course's secret (autograder.executor.course_secret draws each student's hidden
+    inputs from it), made here so that every instructor may read it, and nobody else."""
+    from autograder.executor import course_secret
+
+    course_secret(course)
+    folder = course / ".autograder"
+    _own_tree(folder, gid, dir_mode=0o2750, file_mode=0o640)
+
+
+def _own_tree(root: Path, gid: int, dir_mode: int = 0o2770, file_mode: int = 0o660) -> None:
+    """root:`gid` with these modes for `root` (a folder or a file) and all it holds."""
+    if root.is_file():
+        os.chown(root, 0, gid)
+        os.chmod(root, file_mode)
+        return
+    for folder, dirs, files in os.walk(root):
+        os.chown(folder, 0, gid)
+        os.chmod(folder, dir_mode)
+        for name in files:
+            os.chown(os.path.join(folder, name), 0, gid)
+            os.chmod(os.path.join(folder, name), file_mode)
+
+
+# --------------------------------------------------------------------------------------------
+# Accounts
+
+def ensure_account(settings: ClassSettings, name: str) -> pwd.struct_passwd:
+    """The system account of hub user `name`, created on first use with its home in the state
+    folder. An existing account is used only if it is one the class created (its home is the
+    class's), so a hub name can never take over an account of the machine."""
+    home = settings.home(name)
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--home-dir", str(home), "--create-home", "--shell",
+                        "/bin/bash", "--user-group", "--comment", f"{settings.course_id} class",
+                        name], check=True, capture_output=True, text=True)
+        account = pwd.getpwnam(name)
+    else:
+        if Path(account.pw_dir) != home or account.pw_uid < 1000:
+            raise StateError(
+                f"the name {name!r} belongs to an account of this machine that the class did "
+                f"not create (home {account.pw_dir}); ask the administrator to remove the hub "
+                "user and sign up under another name")
+    home.mkdir(exist_ok=True)
+    os.chown(home, account.pw_uid, account.pw_gid)
+    os.chmod(home, 0o700)
+    group = grp.getgrnam(settings.instructors_group)
+    member = name in group.gr_mem
+    if settings.role(name) == "instructor" and not member:
+        subprocess.run(["usermod", "--append", "--groups", group.gr_name, name], check=True,
+                       capture_output=True, text=True)
+    elif settings.role(name) != "instructor" and member:
+        subprocess.run(["gpasswd", "--delete", name, group.gr_name], check=True,
+                       capture_output=True, text=True)
+    return account
+
+
+# --------------------------------------------------------------------------------------------
+# The repository
+
+def hide_repository(repo: Path = REPO_ROOT,
+                    keep: tuple[Path, ...] = ()) -> tuple[list[Path], list[str]]:
+    """Make every top-level entry of `repo` except STUDENT_READABLE (and those holding a path
+    in `keep`, such as a state folder) unreadable to other accounts (mode o-rwx; git does not
+    record it). Returns the entries changed and warnings."""
+    changed, warnings = [], []
+    kept = {Path(path).resolve().relative_to(repo.resolve()).parts[0] for path in keep
+            if Path(path).resolve().is_relative_to(repo.resolve())}
+    for entry in sorted(repo.iterdir()):
+        if entry.name in STUDENT_READABLE or entry.name in kept or entry.is_symlink():
+            continue
+        mode = entry.stat().st_mode
+        if mode & 0o007:
+            os.chmod(entry, stat.S_IMODE(mode) & ~0o007)
+            changed.append(entry)
+    git = repo / ".git"
+    if git.is_file():  # a worktree: the history lives elsewhere
+        target = Path(git.read_text().split(":", 1)[1].strip())
+        common = target.parent.parent if target.parent.name == "worktrees" else target
+        if common.exists() and common.stat().st_mode & 0o005:
+            warnings.append(f"the Git history in {common} is readable by every account and holds "
+                            f"the solutions: run `chmod o-rwx {common}`")
+    return changed, warnings
+
+
+# --------------------------------------------------------------------------------------------
+# Students in the gradebook
+
+def students_command(settings: ClassSettings, python: Path, names: list[str]) -> dict:
+    """How to run coursehub.students for `names`: as `nobody` with the instructors' group
+    (arguments for subprocess.Popen or asyncio.create_subprocess_exec)."""
+    nobody = pwd.getpwnam("nobody").pw_uid
+    gid = grp.getgrnam(settings.instructors_group).gr_gid
+
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(nobody)
+        os.umask(0o007)
+
+    return {
+        "args": [str(python), "-m", "coursehub.students", str(settings.course_dir),
+                 settings.course_id, *names],
+        "preexec_fn": drop, "cwd": "/",
+        "env": {"PATH": f"{python.parent}:/usr/bin:/bin", "HOME": "/nonexistent",
+                "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    }
+
+
+def hub_users(settings: ClassSettings) -> list[str]:
+    """Names of the hub's users, from its database (empty before the first start)."""
+    import sqlite3
+
+    database = settings.hub_dir / "jupyterhub.sqlite"
+    if not database.exists():
+        return []
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
+        return [row[0] for row in connection.execute("SELECT name FROM users ORDER BY name")]
+
+
+def add_students(settings: ClassSettings, python: Path, names: list[str]) -> str:
+    """Put `names` (less the staff) in the gradebook, creating it; returns what it printed."""
+    students = [name for name in names if name not in settings.staff]
+    command = students_command(settings, python, students)
+    done = subprocess.run(command.pop("args"), capture_output=True, text=True, timeout=300,
+                          **command)
+    if done.returncode != 0:
+        raise StateError(f"could not write the class's gradebook in {settings.course_dir}:\n"
+                         f"{done.stdout}{done.stderr}")
+    return done.stdout.strip()

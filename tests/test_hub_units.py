@@ -1,0 +1,293 @@
+"""The class hub's parts, without a hub (issue 16): its configuration file, the course folder's
+and each role's nbgrader configuration, the repository's permissions, the gradebook's students
+and the collect that refuses submissions filed under someone else's name."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+from conftest import COURSE_ROOT
+
+sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
+from coursehub import settings as class_settings  # noqa: E402
+from coursehub import singleuser, state, students  # noqa: E402
+from coursehub.exchange import OwnerCheckedCollect  # noqa: E402
+from coursehub.settings import ConfigError  # noqa: E402
+
+LESSON = "01_leaf_and_intermediate"
+
+
+def write_class(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "class.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_class_file_reads():
+    settings = class_settings.load(COURSE_ROOT / "hub" / "class.toml")
+    assert settings.ip == "127.0.0.1"
+    assert settings.course_id == "autograd-hooks"
+    assert settings.state_dir == COURSE_ROOT / "hub" / "state"
+    assert settings.admins and settings.instructors
+    assert settings.memory_limit == 4 << 30 and settings.idle_timeout > 0
+    assert settings.role(settings.instructors[0]) == "instructor"
+    assert settings.role("ada") == "student"
+    assert settings.hide_repository
+
+
+@pytest.mark.parametrize("text, complaint", [
+    ('[hub]\nport = 80000\n[accounts]\nadmins = ["a"]\n', "port must be a number"),
+    ('[hub]\nip = "localhost"\n[accounts]\nadmins = ["a"]\n', "not an IP address"),
+    ('[accounts]\nadmins = []\n', "admins is empty"),
+    ('[accounts]\nadmins = ["Ada Lovelace"]\n', "cannot be account names"),
+    ('[accounts]\nadmins = ["a"]\n[limits]\nmemory = "lots"\n', "not a memory size"),
+    ('[accounts]\nadmins = ["a"]\n[limits]\nidle_timeout = 0\n', "above 0"),
+    ('[accounts]\nadmins = ["a"]\nteachers = ["b"]\n', "unknown keys ['teachers']"),
+    ('[server]\nport = 1\n', "unknown section [server]"),
+    ('[accounts\n', "not valid TOML"),
+])
+def test_a_wrong_class_file_says_what_is_wrong(tmp_path, text, complaint):
+    with pytest.raises(ConfigError) as caught:
+        class_settings.load(write_class(tmp_path, text))
+    assert complaint in str(caught.value)
+
+
+def test_a_missing_class_file_says_how_to_name_one(tmp_path):
+    with pytest.raises(ConfigError, match="HUB_CONFIG"):
+        class_settings.load(tmp_path / "nowhere.toml")
+
+
+def test_state_folder_is_relative_to_the_class_file(tmp_path):
+    settings = class_settings.load(write_class(
+        tmp_path, '[hub]\nstate_dir = "class-state"\n[accounts]\nadmins = ["a"]\n'))
+    assert settings.state_dir == tmp_path / "class-state"
+    assert settings.course_dir == tmp_path / "class-state" / "course"
+    assert settings.home("ada") == tmp_path / "class-state" / "home" / "ada"
+
+
+def test_the_hub_needs_root(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(state.StateError, match="sudo make hub"):
+        state.require_root()
+
+
+# --- nbgrader's configuration in each place ---------------------------------------------------
+
+def _load(path: Path) -> Config:
+    return PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+
+
+def test_course_folder_config_is_the_course_settings_with_the_class_paths(tmp_path):
+    settings = class_settings.load(write_class(
+        tmp_path, '[hub]\nstate_dir = "s"\n[accounts]\nadmins = ["a"]\n'))
+    course = settings.course_dir
+    course.mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(state.course_config_text(settings))
+    config = _load(course / "nbgrader_config.py")
+    repository = _load(COURSE_ROOT / "nbgrader_config.py")
+    assert config.CourseDirectory.root == str(course)
+    assert config.CourseDirectory.db_url == f"sqlite:///{course / 'gradebook.db'}"
+    assert config.CourseDirectory.course_id == "autograd-hooks"
+    assert config.CourseDirectory.groupshared is True
+    assert config.Exchange.root == str(settings.exchange_dir)
+    # Everything else is the repository's: grading limits, feedback, what students see.
+    for section, key in (("Execute", "timeout"), ("IgnorePattern", "pattern"),
+                         ("ClearSolutions", "code_stub"), ("GenerateFeedback", "preprocessors"),
+                         ("CourseDirectory", "source_directory")):
+        assert config[section][key] == repository[section][key], (section, key)
+
+
+def test_course_folder_config_is_what_the_grading_command_loads(tmp_path):
+    from autograder.nbgrader_inproc import course_config
+
+    settings = class_settings.load(write_class(
+        tmp_path, '[hub]\nstate_dir = "s"\n[accounts]\nadmins = ["a"]\n'))
+    settings.course_dir.mkdir(parents=True)
+    (settings.course_dir / "nbgrader_config.py").write_text(state.course_config_text(settings))
+    config = course_config(settings.course_dir)
+    assert config.CourseDirectory.root == str(settings.course_dir)
+    assert config.CourseDirectory.db_url.endswith(str(settings.course_dir / "gradebook.db"))
+
+
+def test_student_and_instructor_configs(tmp_path, monkeypatch):
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "nbgrader_config.py").write_text(
+        'c = get_config()\nc.CourseDirectory.root = "/the/course"\n')
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COURSE_REPOSITORY", str(COURSE_ROOT))
+    monkeypatch.setenv("COURSE_ID", "autograd-hooks")
+    monkeypatch.setenv("COURSE_EXCHANGE", str(tmp_path / "exchange"))
+    monkeypatch.setenv("COURSE_ROOT", str(course))
+    student = _load(COURSE_ROOT / "hub" / "jupyter" / "student" / "nbgrader_config.py")
+    assert student.Exchange.root == str(tmp_path / "exchange")
+    assert student.Exchange.assignment_dir == student.CourseDirectory.root == \
+        str(tmp_path / "home")
+    # Validate runs a notebook as grading does (the repository's IgnorePattern, time limit).
+    assert student.IgnorePattern.pattern == _load(COURSE_ROOT / "nbgrader_config.py") \
+        .IgnorePattern.pattern
+    assert student.Execute.timeout == 60
+    instructor = _load(COURSE_ROOT / "hub" / "jupyter" / "instructor" / "nbgrader_config.py")
+    assert instructor.CourseDirectory.root == "/the/course"
+    assert instructor.ExchangeFactory.collect == "coursehub.exchange.OwnerCheckedCollect"
+
+
+def test_students_get_no_instructor_panels():
+    import json
+
+    page = json.loads((COURSE_ROOT / "hub/jupyter/student/labconfig/page_config.json").read_text())
+    disabled = {k for k, v in page["disabledExtensions"].items() if v}
+    assert disabled == {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                        "@jupyter/nbgrader:course-list"}
+    server = json.loads((COURSE_ROOT / "hub/jupyter/student/jupyter_server_config.json")
+                        .read_text())["ServerApp"]["jpserver_extensions"]
+    assert server == {"nbgrader.server_extensions.formgrader": False,
+                      "nbgrader.server_extensions.course_list": False}
+
+
+def test_singleuser_picks_the_roles_configuration():
+    env = singleuser.environment({"COURSE_ROLE": "instructor", "JUPYTER_CONFIG_PATH": "/x"})
+    paths = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)
+    assert paths == [str(singleuser.JUPYTER_CONFIG / "instructor"),
+                     str(singleuser.JUPYTER_CONFIG / "common"), "/x"]
+    assert singleuser.environment({})["JUPYTER_CONFIG_PATH"].startswith(
+        str(singleuser.JUPYTER_CONFIG / "student"))
+    with pytest.raises(SystemExit, match="student or instructor"):
+        singleuser.environment({"COURSE_ROLE": "admin"})
+
+
+# --- the repository, the gradebook --------------------------------------------------------------
+
+def test_hide_repository_leaves_only_what_servers_need(tmp_path):
+    repo = tmp_path / "repo"
+    for folder in (".venv/bin", "coursekit", "autograder", "hub", "solutions/01", "tests",
+                   ".git", "demo"):
+        (repo / folder).mkdir(parents=True)
+    for name in ("nbgrader_config.py", "README.md", "gradebook.db"):
+        (repo / name).write_text("x")
+    for path in repo.iterdir():
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    changed, warnings = state.hide_repository(repo)
+    assert {p.name for p in changed} == {"solutions", "tests", ".git", "demo", "README.md",
+                                         "gradebook.db"}
+    for path in repo.iterdir():
+        others = stat.S_IMODE(path.stat().st_mode) & 0o007
+        assert others == (0 if path.name not in state.STUDENT_READABLE else
+                          (0o005 if path.is_dir() else 0o004)), path.name
+    assert not warnings
+    # Its own folder and the owner's rights are untouched.
+    assert stat.S_IMODE((repo / "solutions").stat().st_mode) == 0o750
+
+
+def test_hide_repository_keeps_a_state_folder_inside_it_reachable(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "class" / "state").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    for path in repo.iterdir():
+        path.chmod(0o755)
+    changed, _ = state.hide_repository(repo, keep=(repo / "class" / "state", tmp_path / "x"))
+    assert [p.name for p in changed] == ["tests"]
+    assert (repo / "class").stat().st_mode & 0o001
+
+
+def test_hide_repository_warns_about_a_worktrees_history(tmp_path):
+    main_git = tmp_path / "main" / ".git"
+    (main_git / "worktrees" / "wt").mkdir(parents=True)
+    main_git.chmod(0o755)
+    repo = tmp_path / "wt"
+    repo.mkdir()
+    (repo / ".git").write_text(f"gitdir: {main_git / 'worktrees' / 'wt'}\n")
+    _, warnings = state.hide_repository(repo)
+    assert len(warnings) == 1 and str(main_git) in warnings[0]
+
+
+def test_students_enter_the_gradebook_once(tmp_path):
+    from nbgrader.api import Gradebook
+
+    assert students.add_students(tmp_path, "autograd-hooks", ["ada", "bob"]) == ["ada", "bob"]
+    assert students.add_students(tmp_path, "autograd-hooks", ["bob", "cy"]) == ["cy"]
+    database = tmp_path / "gradebook.db"
+    assert stat.S_IMODE(database.stat().st_mode) == 0o660  # every instructor writes it
+    with Gradebook(f"sqlite:///{database}", "autograd-hooks") as gradebook:
+        assert {s.id for s in gradebook.students} == {"ada", "bob", "cy"}
+
+
+# --- collect: a submission filed under another name -----------------------------------------
+
+def _exchange(tmp_path: Path) -> tuple[Path, Path]:
+    course = tmp_path / "course"
+    course.mkdir()
+    inbound = tmp_path / "exchange" / "autograd-hooks" / "inbound"
+    inbound.mkdir(parents=True)
+    return course, inbound
+
+
+def _submission(folder: Path, student: str, stamp: str, text: str) -> Path:
+    path = folder / f"{student}+{LESSON}+2026-11-0{stamp} 10:00:00.000000 UTC+x{stamp}"
+    path.mkdir(parents=True)
+    (path / f"{LESSON}.ipynb").write_text(text)
+    (path / "timestamp.txt").write_text(f"2026-11-0{stamp} 10:00:00.000000 UTC")
+    return path
+
+
+def _collect(course: Path, tmp_path: Path, collect_class, **traits) -> None:
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    config.CourseDirectory.course_id = "autograd-hooks"
+    config.CourseDirectory.assignment_id = LESSON
+    config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    config.Exchange.root = str(tmp_path / "exchange")
+    for name, value in traits.items():
+        setattr(config[collect_class.__name__], name, value)
+    coursedir = CourseDirectory(config=config)
+    collect_class(coursedir=coursedir, authenticator=Authenticator(config=config),
+                  config=config).start()
+
+
+def _collected(course: Path, student: str) -> str | None:
+    path = course / "submitted" / student / LESSON / f"{LESSON}.ipynb"
+    return path.read_text() if path.exists() else None
+
+
+def test_per_student_inbound_refuses_a_submission_filed_under_another_name(tmp_path):
+    course, inbound = _exchange(tmp_path)
+    _submission(inbound / "ada", "ada", "1", "ada's own work")
+    # bob files a newer submission under ada's name, in the folder the hub gave him.
+    _submission(inbound / "bob", "ada", "2", "bob pretending to be ada")
+    _submission(inbound / "bob", "bob", "1", "bob's own work")
+    _collect(course, tmp_path, OwnerCheckedCollect, inbound_layout="per-student")
+    assert _collected(course, "ada") == "ada's own work"
+    assert _collected(course, "bob") == "bob's own work"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives folders to other accounts (root only)")
+def test_flat_inbound_refuses_a_folder_owned_by_someone_else(tmp_path):
+    from nbgrader.exchange.default.collect import ExchangeCollect
+
+    nobody = pwd.getpwnam("nobody")
+    course, inbound = _exchange(tmp_path)
+    real = _submission(inbound, "nobody", "1", "nobody's own work")
+    spoof = _submission(inbound, "root", "2", "nobody pretending to be root")
+    for path in (real, spoof):
+        for item in [path, *path.iterdir()]:
+            os.chown(item, nobody.pw_uid, nobody.pw_gid)
+    # nbgrader's own collect takes the folder filed under root's name (it only warns)...
+    stock = tmp_path / "stock"
+    stock.mkdir()
+    _collect(stock, tmp_path, ExchangeCollect)
+    assert _collected(stock, "root") == "nobody pretending to be root"
+    # ...the class hub's does not.
+    _collect(course, tmp_path, OwnerCheckedCollect)
+    assert _collected(course, "root") is None
+    assert _collected(course, "nobody") == "nobody's own work"
