@@ -115,26 +115,35 @@ class Host:
             self.process = None
 
     def run(self, request: dict, *, timeout: float, budget: float) -> "Run":
-        """Send one notebook's request; collect what it reports until the host says that its
+        """Run one notebook: the host gets only a header; the cells, then (once the notebook
+        has reported its last cell's end) the scenarios, go on a payload pipe that only the
+        notebook's own process reads. Collect what it reports until the host says that its
         process has ended."""
         if not self.alive():
             self.stop()
             self.start()
+        prologue = int(request.get("prologue") or 0)
+        header = {"prologue_cells": request["cells"][:prologue], "timeout": request["timeout"],
+                  "max_lines": request["max_lines"], "files_from": request.get("files_from")}
         events_r, events_w = os.pipe()
         control_r, control_w = os.pipe()
+        payload_r, payload_w = os.pipe()
         try:
-            socket.send_fds(self.sock, [(json.dumps(request) + "\n").encode()],
-                            [events_w, control_w])
+            socket.send_fds(self.sock, [(json.dumps(header) + "\n").encode()],
+                            [events_w, control_w, payload_r])
         except OSError as err:
-            for fd in (events_r, events_w, control_r, control_w):
+            for fd in (events_r, events_w, control_r, control_w, payload_r, payload_w):
                 os.close(fd)
             self.stop()
             raise HostError(f"the runner host stopped answering ({err})") from None
         os.close(events_w)
         os.close(control_w)
+        os.close(payload_r)
+        writer = _Payload(payload_w, request)
         try:
-            return _collect(events_r, control_r, request, timeout, budget)
+            return _collect(events_r, control_r, request, timeout, budget, writer)
         finally:
+            writer.close()
             os.close(events_r)
             os.close(control_r)
 
@@ -172,7 +181,52 @@ def _lines(fd: int, buffer: bytearray) -> tuple[list[bytes], bool]:
     return lines, False
 
 
-def _collect(events: int, control: int, request: dict, timeout: float, budget: float) -> Run:
+class _Payload:
+    """Writes a notebook's payload from a thread (a pipe holds 64 KiB; a notebook may be
+    larger): its cells at once, its scenarios only when `release()` says the cells are done."""
+
+    def __init__(self, fd: int, request: dict) -> None:
+        import threading
+        self.fd = fd
+        self.ready = threading.Event()
+        self.closed = threading.Event()
+        self.cells = (json.dumps({"cells": request["cells"]}) + "\n").encode()
+        self.observe = (json.dumps({"observe": request.get("observe")}) + "\n").encode()
+        self.thread = threading.Thread(target=self._write, daemon=True)
+        self.thread.start()
+
+    def _send(self, data: bytes) -> bool:
+        try:
+            while data and not self.closed.is_set():
+                data = data[os.write(self.fd, data):]
+        except OSError:
+            return False
+        return not data
+
+    def _write(self) -> None:
+        if self._send(self.cells):
+            self.ready.wait()
+            if not self.closed.is_set():
+                self._send(self.observe)
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+    def release(self) -> None:
+        self.ready.set()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.ready.set()
+        self.thread.join(5)
+
+
+def _collect(events: int, control: int, request: dict, timeout: float, budget: float,
+             payload: "_Payload | None" = None) -> Run:
     run = Run()
     started = time.monotonic()
     order = [index for index, _ in request["cells"]]
@@ -274,6 +328,8 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                 elif event == "exit" and not observing:
                     run.outcome = "exit"
                     run.cell = order[position - 1] if position else None
+                elif event == "cells-done" and position >= len(order) and payload:
+                    payload.release()  # every cell genuinely ended: now the scenarios
                 elif event == "observing" and position >= len(order) and not observing:
                     observing = True
                     deadline = min(time.monotonic() + timeout + GRACE_SECONDS,
@@ -420,6 +476,7 @@ class Lesson:
     mistakes: list
     reference_cells: list[tuple[int, str]]
     prologue: list[str]  # sources of the cells before the first exercise
+    student_source: str = ""  # the scenarios without the mistakes, for students' sandboxes
 
     @classmethod
     def load(cls, root: Path, name: str) -> "Lesson":
@@ -438,7 +495,8 @@ class Lesson:
                  and not c.get("metadata", {}).get("nbgrader", {}).get("grade")]
         prologue = [c.source for c in nb.cells[:end] if c.cell_type == "code"
                     and c.source.strip()]
-        return cls(name, source, str(path), scenarios, mistakes, cells, prologue)
+        return cls(name, source, str(path), scenarios, mistakes, cells, prologue,
+                   without_mistakes(source) if source else "")
 
     def for_exercise(self, exercise: str) -> list:
         return [s for s in self.scenarios if s.exercise == exercise]
@@ -446,6 +504,24 @@ class Lesson:
     def runs(self, secret: bytes, student: str) -> list[tuple[str, int]]:
         return [(s.name, 0 if s.visible else scenario_seed(secret, student, s.exercise, s.name))
                 for s in self.scenarios]
+
+
+def without_mistakes(source: str) -> str:
+    """A scenario module's source without its `@mistake` implementations (they run only in
+    the reference run), and without comments and docstrings' line numbers' meaning."""
+    import ast
+    tree = ast.parse(source)
+
+    def is_mistake(node: ast.AST) -> bool:
+        for decorator in getattr(node, "decorator_list", []):
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name == "mistake":
+                return True
+        return False
+
+    tree.body = [node for node in tree.body if not is_mistake(node)]
+    return ast.unparse(tree)
 
 
 def prologue_end(nb: NotebookNode) -> int:
@@ -565,7 +641,7 @@ class ForkedExecute(NbGraderPreprocessor):
         request = {"cells": cells, "prologue": len(prologue) if shared else 0,
                    "timeout": self.timeout, "max_lines": self.max_lines,
                    "files_from": _lesson_files(root, name),
-                   "observe": {"source": lesson.source, "filename": lesson.filename,
+                   "observe": {"source": lesson.student_source, "filename": "<scenarios>",
                                "runs": runs, "mistakes": False} if lesson.scenarios else None}
         del files
         host = self.host()

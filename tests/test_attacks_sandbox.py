@@ -492,15 +492,10 @@ _MEMORY_XFAIL = pytest.mark.xfail(
 _HEARTBEAT_XFAIL = pytest.mark.xfail(
     strict=True, reason="issue 11: forged 'done'/'observing' events re-arm the grader's "
                         "per-cell clock (a cell runs 4 x the limit, row 'graded')")
-_MEMORY_READ_XFAIL = pytest.mark.xfail(
-    strict=True, reason="issue 11: a notebook forked from a zygote holds, live in its memory, "
-                        "the request (all cells, seeds) of the first notebook that zygote ran: "
-                        "a classmate's answers, found with gc and executed")
-
 
 @pytest.mark.parametrize("student", [
     pytest.param(name, marks=_MEMORY_XFAIL if name == "memory" else _HEARTBEAT_XFAIL
-                 if name == "heartbeat" else _MEMORY_READ_XFAIL if name == "read-memory"
+                 if name == "heartbeat"
                  else ()) for name in ATTACKS])
 def test_each_attack_scores_nothing(attacked, student):
     row = _row(attacked, student)
@@ -521,7 +516,6 @@ def test_reading_the_course_gets_no_such_file(attacked):
     assert "SQLite format 3" not in text  # the gradebook's header
 
 
-@_MEMORY_READ_XFAIL
 def test_no_classmate_notebook_in_memory(attacked):
     text = _texts(attacked, "read-memory")
     for marker in HONEST.values():

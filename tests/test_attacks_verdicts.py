@@ -290,10 +290,6 @@ def _reference_values(root, student: str) -> list[float]:
     return outcome[f"random_points/{seed}"]["observations"]["cube_grad(x)"]["__tensor__"]["data"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: the notebook's process holds the whole "
-                                       "scenario module's source (hidden scenarios, mistakes) "
-                                       "and, when forked from a zygote, another student's "
-                                       "request: printing gc objects puts both in its feedback")
 def test_the_printer_learns_nothing_hidden(judged):
     root, out = judged["root"], judged["out"]
     page = feedback_text(out, "zz-printer")

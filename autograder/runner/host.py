@@ -5,17 +5,19 @@ a new program, so the host's memory holds nothing of the grader's: no hidden sce
 course secret, no gradebook, no other student's notebook. It imports torch and what the
 lessons import once, then serves requests that come on the socket FD, one at a time:
 
-    {"cells": [[index, source], ...], "prologue": N, "timeout": s, "max_lines": n,
-     "files_from": folder or null, "observe": {"source", "filename", "runs", "mistakes"}}
+    {"prologue_cells": [[index, source], ...] or [], "timeout": s, "max_lines": n,
+     "files_from": folder or null}
 
-each with two descriptors: the write end of the notebook's own events pipe, and the write end
-of a control pipe. For each request it forks a process that confines itself
+each with three descriptors: the write end of the notebook's own events pipe, the write end
+of a control pipe, and the read end of its payload pipe. Only the notebook's own process reads
+the payload: first its cells, then, once it has reported its last cell's end, the scenarios
+to observe (`{"cells": ...}`, then `{"observe": ...}`). For each request it forks a process that confines itself
 (`autograder.runner.sandbox`), runs the cells, then the requested scenarios, reporting each
 on the events pipe (`autograder.runner.shell`); on the control pipe the host says which process
 it forked ("forked") and how it ended ("exited", with "oom" when its cgroup ran out of
 memory).
 
-With "prologue": N > 0 the first N cells are the lesson's own worked examples, unchanged (the
+With "prologue_cells" the first cells are the lesson's own worked examples, unchanged (the
 grader sends N > 0 only then): they run once, in a zygote process forked from the host, and
 each such notebook's process is forked from the zygote and runs only the rest. A zygote runs
 only the course's own code; the notebooks forked from it confine themselves before running
@@ -73,28 +75,32 @@ class Host:
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 request = json.loads(line)
-                events, control = fds.pop(0), fds.pop(0)
+                events, control, payload = fds.pop(0), fds.pop(0), fds.pop(0)
                 try:
-                    self.handle(request, events, control)
+                    self.handle(request, events, control, payload)
                 except Exception:  # noqa: BLE001 (report and serve the next one)
                     _send(control, {"event": "failed", "detail": traceback.format_exc()})
                 finally:
                     os.close(events)
                     os.close(control)
+                    os.close(payload)
 
-    def handle(self, request: dict, events: int, control: int) -> None:
-        prologue = int(request.get("prologue") or 0)
-        cells = [tuple(c) for c in request["cells"]]
-        if prologue > 0:
-            zygote = self.zygote(cells[:prologue], request)
+    def handle(self, request: dict, events: int, control: int, payload: int) -> None:
+        """`request` is a header: limits, and the lesson's own worked examples when they are
+        shared. The notebook's cells and scenarios never pass through the host: its process
+        reads them from `payload`, a pipe only it holds, so no notebook forked later can find
+        them in memory inherited from the host or a zygote."""
+        prologue = [tuple(c) for c in request.get("prologue_cells") or []]
+        if prologue:
+            zygote = self.zygote(prologue, request)
             if zygote is not None and zygote.ok:
                 _send(control, {"event": "prologue", "executed": zygote.executed})
-                if zygote.run(dict(request, cells=cells[prologue:]), events, control):
+                if zygote.run(dict(request, skip=len(prologue)), events, control, payload):
                     return
                 self.zygotes.pop(zygote.key, None)
                 zygote.close()
                 _send(control, {"event": "prologue-lost"})
-        spawn(self, request, cells, events, control)
+        spawn(self, dict(request, skip=0), events, control, payload)
 
     def zygote(self, prologue: list, request: dict) -> "Zygote | None":
         key = hashlib.sha256(json.dumps([prologue, request.get("timeout"),
@@ -120,7 +126,7 @@ def _send(fd: int, message: dict) -> None:
         pass
 
 
-def spawn(host: Host, request: dict, cells: list, events: int, control: int,
+def spawn(host: Host, request: dict, events: int, control: int, payload: int,
           forked_from_zygote: bool = False) -> None:
     """Fork the notebook's process (confined), report it, wait for it, report its end."""
     host.count += 1
@@ -130,7 +136,7 @@ def spawn(host: Host, request: dict, cells: list, events: int, control: int,
                                host.max_processes)
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the notebook's process, measured through the tests)
-        _notebook_main(host, request, cells, events, cgroup, forked_from_zygote)
+        _notebook_main(host, request, events, payload, cgroup, forked_from_zygote)
     _send(control, {"event": "forked", "pid": pid})
     while True:
         try:
@@ -144,11 +150,22 @@ def spawn(host: Host, request: dict, cells: list, events: int, control: int,
     _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom})
 
 
-def _notebook_main(host: Host, request: dict, cells: list, events: int, cgroup,
+def _read_line(fd: int) -> dict:
+    """One JSON line from the payload pipe (the grader writes it when it is time)."""
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(bytes(data)) if data.strip() else {}
+
+
+def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
                    forked_from_zygote: bool) -> None:
     code = 0
     try:
-        shell.close_inherited((events,))
+        shell.close_inherited((events, payload))
         channel = shell.Channel(events)
         if host.sandbox:
             confine(host.policy(request.get("files_from")), cgroup)
@@ -172,8 +189,12 @@ def _notebook_main(host: Host, request: dict, cells: list, events: int, cgroup,
         captures = shell.capture_output()
         shell.enter_folder(os.getcwd())
         timeout = float(request["timeout"])
+        cells = [tuple(c) for c in _read_line(payload).get("cells", [])][int(request["skip"]):]
         outcome = shell.run_here(cells, channel, timeout, int(request["max_lines"]), captures)
-        observe = request.get("observe")
+        observe = None
+        if outcome == "ok":
+            channel.send({"event": "cells-done"})
+            observe = _read_line(payload).get("observe")  # sent only now, by the grader
         if outcome == "ok" and observe:
             shell._recorder = None  # nothing printed from here on is reported
             channel.send({"event": "observing"})
@@ -227,11 +248,11 @@ class Zygote:
         self.executed = report.get("executed", [])
         self.ok = True
 
-    def run(self, request: dict, events: int, control: int) -> bool:
+    def run(self, request: dict, events: int, control: int, payload: int) -> bool:
         """Have the zygote fork the notebook's process; False if the zygote has gone."""
         try:
             socket.send_fds(self.sock, [(json.dumps(request) + "\n").encode()],
-                            [events, control])
+                            [events, control, payload])
             ready = self.sock.recv(1)  # one byte when the notebook's process has ended
         except OSError:
             return False
@@ -304,11 +325,11 @@ def _zygote_main(host: Host, prologue: list, request: dict, scratch: str,
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 request = json.loads(line)
-                events, control = fds.pop(0), fds.pop(0)
-                spawn(host, request, [tuple(c) for c in request["cells"]], events, control,
-                      forked_from_zygote=True)
+                events, control, payload = fds.pop(0), fds.pop(0), fds.pop(0)
+                spawn(host, request, events, control, payload, forked_from_zygote=True)
                 os.close(events)
                 os.close(control)
+                os.close(payload)
                 sock.sendall(b".")
     except BaseException:  # noqa: BLE001
         code = 70
