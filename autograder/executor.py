@@ -242,6 +242,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
     pid: int | None = None
     status: int | None = None
     oom = False
+    limit_hit = False  # its memory reached the limit (then a stall or a death is memory's)
     killed = False
     observing = False
 
@@ -295,6 +296,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     status = message.get("status") if isinstance(message.get("status"),
                                                                  int) else None
                     oom = bool(message.get("oom"))
+                    limit_hit = bool(message.get("memory_limit_hit"))
                     control_open = False
                 elif event == "failed":
                     run.outcome, run.detail = "died", "the grader could not start it"
@@ -345,7 +347,11 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
         if not events_open and not killed and pid:
             kill()  # its pipe is closed: it has ended, or closed it; either way, stop it
     run.seconds = time.monotonic() - started
+    if limit_hit and (run.outcome in ("timeout", "died") or not run.finished):
+        oom = True  # the same verdict however busy the machine was
     if oom:
+        if run.outcome == "timeout" and run.cell is not None:
+            position = order.index(run.cell) if run.cell in order else position
         run.outcome = "oom"
         run.cell = order[position] if position < len(order) else (order[-1] if order else None)
     elif not run.finished and run.outcome == "ok":

@@ -61,7 +61,7 @@ def hidden_only_names(lesson: str) -> set[str]:
 def test_correct_and_blank_notebooks_of_every_lesson(tmp_path):
     root = tmp_path / "course"
     root.mkdir()
-    for name in ("solutions", "notebooks"):
+    for name in ("solutions", "notebooks", "scenarios"):
         if (COURSE_ROOT / name).is_dir():
             shutil.copytree(COURSE_ROOT / name, root / name,
                             ignore=shutil.ignore_patterns(".ipynb_checkpoints"))

@@ -145,9 +145,11 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
         except InterruptedError:
             continue
     oom = bool(cgroup and cgroup.out_of_memory())
+    limit = bool(cgroup and cgroup.hit_limit(host.memory_limit))
     if cgroup is not None:
         cgroup.remove()
-    _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom})
+    _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom,
+                    "memory_limit_hit": limit})
 
 
 def _read_line(fd: int) -> dict:

@@ -190,6 +190,27 @@ class Cgroup:
                 return True
         return False
 
+    def hit_limit(self, limit: int = 0, share: float = 0.75) -> bool:
+        """Whether the group's memory reached its limit, or at its peak `share` of `limit`: a
+        notebook stopped for time while filling its memory ran out of memory, however busy
+        the machine was (filling gigabytes is slow on a loaded machine)."""
+        try:
+            if self.version == 1:
+                folder = self.paths["memory"]
+                peak = int(open(f"{folder}/memory.max_usage_in_bytes").read())
+                return int(open(f"{folder}/memory.failcnt").read()) > 0 or \
+                    (limit > 0 and peak >= share * limit)
+            if limit > 0 and os.path.exists(f"{self.paths['unified']}/memory.peak"):
+                if int(open(f"{self.paths['unified']}/memory.peak").read()) >= share * limit:
+                    return True
+            for line in open(f"{self.paths['unified']}/memory.events").read().splitlines():
+                key, _, value = line.partition(" ")
+                if key in ("max", "oom") and value.strip().isdigit() and int(value) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+        return False
+
     def pids(self) -> list[int]:
         found = set()
         for path in self.paths.values():
