@@ -51,7 +51,11 @@ from autograder.verdicts import (Check, ReportError, ScenarioBroken, judge, one_
 DEAD_ENAME = "DeadKernelError"
 NOT_RUN_ENAME = "CellNotRunError"
 CHECK_ENAME = "CheckFailed"
+_STOP_ENAMES = {"timeout": (TIMEOUT_ENAME,), "oom": ("MemoryError",), "died": (DEAD_ENAME,)}
 GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
+# A cell's limit is its CPU time, kept inside the sandbox; the grader's own clock allows this
+# many times the limit in wall time (a loaded machine), then kills it: a cell that only waits.
+WALL_FACTOR = 3
 GiB = 1 << 30
 MAX_EVENTS_BYTES = 96 << 20  # all a notebook may send (outputs and observations)
 MAX_MESSAGE_BYTES = 48 << 20
@@ -163,6 +167,7 @@ class Run:
     finished: bool = False
     pid: int | None = None
     budget_spent: bool = False
+    forged: bool = False  # it sent a cell's end twice: its reports after that are void
 
 
 def _lines(fd: int, buffer: bytearray) -> tuple[list[bytes], bool]:
@@ -232,10 +237,12 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
     order = [index for index, _ in request["cells"]]
     prologue = int(request.get("prologue") or 0)
     position = 0  # the next cell whose end is awaited (into `order`)
+    awaited_since = {}  # position -> when the grader began to await that cell's end
     # However the notebook reports, it never runs longer than every cell's limit together
     # (plus one limit for its observations), nor past the notebook's budget.
-    notebook_deadline = started + min(budget, (len(order) + 1) * (timeout + GRACE_SECONDS))
-    deadline = min(started + timeout + GRACE_SECONDS, notebook_deadline)
+    wall = timeout * WALL_FACTOR + GRACE_SECONDS
+    notebook_deadline = started + min(budget, (len(order) + 1) * wall)
+    deadline = min(started + wall, notebook_deadline)
     ev_buf, ctl_buf = bytearray(), bytearray()
     received = 0
     events_open, control_open = True, True
@@ -243,6 +250,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
     status: int | None = None
     oom = False
     limit_hit = False  # its memory reached the limit (then a stall or a death is memory's)
+    oom_at: int | None = None
     killed = False
     observing = False
 
@@ -281,7 +289,9 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                         if _valid_done(done):
                             run.executed[done["index"]] = _clean_done(done)
                             run.shared_seconds += float(done.get("seconds", 0.0))
-                    position = max(position, prologue)
+                    if prologue > position:
+                        position = prologue
+                        awaited_since[position] = time.monotonic()
                 elif event == "prologue-lost":
                     run.executed.clear()
                     run.shared_seconds = 0.0
@@ -292,6 +302,9 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     if killed:
                         killed = False
                         kill()
+                elif event == "oom" and oom_at is None:
+                    oom_at = position  # the cell awaited when its memory ran out
+                    oom = True
                 elif event == "exited":
                     status = message.get("status") if isinstance(message.get("status"),
                                                                  int) else None
@@ -316,17 +329,37 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     continue
                 message = _json(line)
                 event = message.get("event")
+                if event == "done" and _valid_done(message) and \
+                        message["index"] in order[:position]:
+                    # A second end of a cell already ended: one of the two was forged by the
+                    # notebook (to re-arm the clock). The grader awaited that cell from the
+                    # earlier of the two, so it knows how long the cell really ran.
+                    at = order.index(message["index"])
+                    ran = time.monotonic() - awaited_since.get(at, started)
+                    run.cell = message["index"]
+                    if ran > wall:
+                        run.outcome = "timeout"
+                    else:
+                        run.outcome = "died"
+                        run.detail = "it reported a cell's end that its runner did not (forged)"
+                    for later in order[at + 1:]:  # what it claimed after that is void
+                        run.executed.pop(later, None)
+                    run.outcomes = None
+                    run.forged = True
+                    kill()
+                    events_open = False
+                    break
                 if event == "done" and position < len(order) and _valid_done(message) \
                         and message["index"] == order[position] and not observing:
                     run.executed[message["index"]] = _clean_done(message)
                     run.cell_seconds += max(0.0, min(float(message.get("seconds", 0.0)),
                                                      timeout))
                     position += 1
+                    awaited_since[position] = time.monotonic()
                     if message.get("timed_out"):
                         run.outcome, run.cell = "timeout", message["index"]
                     else:  # the next cell's limit starts now (never past the budget)
-                        deadline = min(time.monotonic() + timeout + GRACE_SECONDS,
-                                       notebook_deadline)
+                        deadline = min(time.monotonic() + wall, notebook_deadline)
                 elif event == "exit" and not observing:
                     run.outcome = "exit"
                     run.cell = order[position - 1] if position else None
@@ -334,8 +367,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     payload.release()  # every cell genuinely ended: now the scenarios
                 elif event == "observing" and position >= len(order) and not observing:
                     observing = True
-                    deadline = min(time.monotonic() + timeout + GRACE_SECONDS,
-                                   notebook_deadline)
+                    deadline = min(time.monotonic() + wall, notebook_deadline)
                 elif event == "observations" and observing and run.outcomes is None:
                     outcomes = message.get("outcomes")
                     run.outcomes = outcomes if isinstance(outcomes, dict) else {}
@@ -353,6 +385,8 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
         if run.outcome == "timeout" and run.cell is not None:
             position = order.index(run.cell) if run.cell in order else position
         run.outcome = "oom"
+        if oom_at is not None:
+            position = min(position, oom_at)
         run.cell = order[position] if position < len(order) else (order[-1] if order else None)
     elif not run.finished and run.outcome == "ok":
         run.outcome = "died"
@@ -723,7 +757,12 @@ class ForkedExecute(NbGraderPreprocessor):
                         else "its report was malformed")})
                 checks.append(judge(scenario, reference, student_outcome, wrong))
             rows += [c.row(grade_id) for c in checks]
+            # Where the run stopped at this cell (time, memory, a death), the grader's own
+            # note of it stays in front of the verdict: the notebook's status comes from it.
+            stop = [o for o in cell.outputs if run.cell == index and o.get("ename") in
+                    _STOP_ENAMES.get(run.outcome, ())]
             _verdict_outputs(cell, exercise, checks, run)
+            cell.outputs = stop + list(cell.outputs)
         return rows
 
 

@@ -42,6 +42,8 @@ from autograder.runner.observe import load_module, run_scenarios
 from autograder.runner.sandbox import Cgroup, Policy, confine
 
 MAX_ZYGOTES = 2
+ADDRESS_SPACE_FACTOR = 4
+OOM_POLL_SECONDS = 0.05
 ZYGOTE_START_SECONDS_PER_CELL = 5.0
 
 
@@ -50,6 +52,12 @@ class Host:
         self.config = config
         self.sandbox = bool(config.get("sandbox", True))
         self.memory_limit = int(config.get("memory_limit", 0))
+        # Where a cgroup measures the notebook's memory (resident, its children's included),
+        # that is the limit; the address-space limit is then only a loose backstop, so that it
+        # never decides first (torch reserves far more address space than it uses). Without
+        # a cgroup the address space is the limit.
+        self.cgroups = self.sandbox and Cgroup.base() is not None
+        self.address_space = self.memory_limit * (ADDRESS_SPACE_FACTOR if self.cgroups else 1)
         self.max_processes = int(config.get("max_processes", 64))
         self.threads = int(config.get("threads", 1))
         self.readonly = list(config.get("readonly", []))
@@ -58,11 +66,12 @@ class Host:
         self.zygotes: OrderedDict[str, Zygote] = OrderedDict()
         self.count = 0
 
-    def policy(self, files_from: str | None) -> Policy:
+    def policy(self, files_from: str | None, cgroup: Cgroup | None = None) -> Policy:
         root = os.path.join(self.scratch, "root")
         os.makedirs(root, exist_ok=True)
         return Policy(readonly=self.readonly, files_from=files_from, root_dir=root,
-                      memory_limit=self.memory_limit, max_processes=self.max_processes)
+                      memory_limit=self.address_space if cgroup is not None else self.memory_limit,
+                      max_processes=self.max_processes)
 
     def serve(self, sock: socket.socket) -> None:
         buffer, fds = b"", []
@@ -138,14 +147,27 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
     if pid == 0:  # pragma: no cover (the notebook's process, measured through the tests)
         _notebook_main(host, request, events, payload, cgroup, forked_from_zygote)
     _send(control, {"event": "forked", "pid": pid})
+    # While it runs: when its processes reach the memory limit (the kernel then starts
+    # reclaiming, or kills one of them), the whole notebook is stopped and that is reported at
+    # once. The same notebook always stops the same way, however busy the machine is (near its
+    # limit a group can spend minutes reclaiming before the kernel kills anything), and the
+    # grader names the cell that was running, even when the notebook would have carried on.
+    reported = False
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
-            break
+            done, status = os.waitpid(pid, 0 if cgroup is None or reported else os.WNOHANG)
         except InterruptedError:
             continue
+        if done:
+            break
+        if cgroup.out_of_memory() or cgroup.hit_limit():
+            reported = True
+            _send(control, {"event": "oom"})
+            cgroup.kill()
+        else:
+            time.sleep(OOM_POLL_SECONDS)
     oom = bool(cgroup and cgroup.out_of_memory())
-    limit = bool(cgroup and cgroup.hit_limit(host.memory_limit))
+    limit = bool(cgroup and cgroup.hit_limit())
     if cgroup is not None:
         cgroup.remove()
     _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom,
@@ -170,7 +192,7 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
         shell.close_inherited((events, payload))
         channel = shell.Channel(events)
         if host.sandbox:
-            confine(host.policy(request.get("files_from")), cgroup)
+            confine(host.policy(request.get("files_from"), cgroup), cgroup)
         else:
             os.setsid()
             workdir = tempfile.mkdtemp(prefix="autograder-nosandbox-")
@@ -179,8 +201,8 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
                 shutil.copytree(request["files_from"], workdir, dirs_exist_ok=True)
             os.chdir(workdir)
             import resource
-            if host.memory_limit > 0:
-                resource.setrlimit(resource.RLIMIT_AS, (host.memory_limit, host.memory_limit))
+            if host.address_space > 0:
+                resource.setrlimit(resource.RLIMIT_AS, (host.address_space, host.address_space))
         os.environ.clear()
         os.environ.update({"HOME": "/home/student", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                            "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
@@ -203,13 +225,13 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
             module = load_module(observe["source"], observe.get("filename", "<scenarios>"))
             from IPython.core.interactiveshell import InteractiveShell
             namespace = InteractiveShell.instance().user_ns
-            signal.setitimer(signal.ITIMER_REAL, timeout)
+            signal.setitimer(signal.ITIMER_PROF, timeout)
             try:
                 outcomes = run_scenarios(module, namespace,
                                          [tuple(r) for r in observe["runs"]],
                                          mistakes=bool(observe.get("mistakes")))
             finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.setitimer(signal.ITIMER_PROF, 0)
             channel.send({"event": "observations", "outcomes": outcomes})
         channel.send({"event": "end"})
     except BaseException:  # noqa: BLE001 (report anything, then leave)
@@ -301,8 +323,8 @@ def _zygote_main(host: Host, prologue: list, request: dict, scratch: str,
         shell.close_inherited((sock.fileno(), report_fd))
         os.setsid()
         import resource
-        if host.memory_limit > 0:
-            resource.setrlimit(resource.RLIMIT_AS, (host.memory_limit, host.memory_limit))
+        if host.address_space > 0:
+            resource.setrlimit(resource.RLIMIT_AS, (host.address_space, host.address_space))
         shell.enter_process(host.threads)
         captures = shell.capture_output()
         shell.enter_folder(scratch)

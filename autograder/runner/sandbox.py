@@ -190,19 +190,16 @@ class Cgroup:
                 return True
         return False
 
-    def hit_limit(self, limit: int = 0, share: float = 0.75) -> bool:
-        """Whether the group's memory reached its limit, or at its peak `share` of `limit`: a
-        notebook stopped for time while filling its memory ran out of memory, however busy
-        the machine was (filling gigabytes is slow on a loaded machine)."""
+    def hit_limit(self) -> bool:
+        """Whether the group's memory reached its limit (the kernel then reclaimed or killed):
+        a notebook that stalls or dies after that ran out of memory."""
         try:
             if self.version == 1:
                 folder = self.paths["memory"]
+                # failcnt stays 0 on some kernels whose group did reach its limit: the peak says
                 peak = int(open(f"{folder}/memory.max_usage_in_bytes").read())
-                return int(open(f"{folder}/memory.failcnt").read()) > 0 or \
-                    (limit > 0 and peak >= share * limit)
-            if limit > 0 and os.path.exists(f"{self.paths['unified']}/memory.peak"):
-                if int(open(f"{self.paths['unified']}/memory.peak").read()) >= share * limit:
-                    return True
+                limit = int(open(f"{folder}/memory.limit_in_bytes").read())
+                return int(open(f"{folder}/memory.failcnt").read()) > 0 or peak >= limit
             for line in open(f"{self.paths['unified']}/memory.events").read().splitlines():
                 key, _, value = line.partition(" ")
                 if key in ("max", "oom") and value.strip().isdigit() and int(value) > 0:
@@ -220,8 +217,8 @@ class Cgroup:
                 pass
         return sorted(found)
 
-    def remove(self) -> None:
-        """Kill whatever is left in the group and remove it."""
+    def kill(self) -> None:
+        """Kill every process of the group (those it starts meanwhile included)."""
         for _ in range(50):
             left = self.pids()
             if not left:
@@ -233,6 +230,10 @@ class Cgroup:
                     pass
             import time
             time.sleep(0.01)
+
+    def remove(self) -> None:
+        """Kill whatever is left in the group and remove it."""
+        self.kill()
         for path in self.paths.values():
             try:
                 os.rmdir(path)
