@@ -150,7 +150,9 @@ def on_the_bounds(clip_and_count, rng):
     low, high = _bounds(rng)
     source = torch.randn(6, generator=rng, requires_grad=True)
     middle = source * 1.0
-    weights = torch.tensor([low - 1.0, low, 0.0, high, high + 1.0, (low + high) / 2])
+    # One entry strictly inside, closer to 0 than both bounds: counting |grad| > high then
+    # never gives the 4 that counting the bounds gives (with (low + high) / 2 it could).
+    weights = torch.tensor([low - 1.0, low, 0.0, high, high + 1.0, max(low, -high) / 2])
     weights = weights[torch.randperm(6, generator=rng)]
     handle, calls = clip_and_count(middle, low, high)
     (middle * weights).sum().backward()
