@@ -173,9 +173,10 @@ def plan_rounds(order: list[str], reference: dict[str, str], listed: list[dict],
 
     A variant v of exercise A and a variant w of exercise B share no notebook when either
     binds a global name the other reads, or reads a name the other exercise's reference binds
-    (it relies on that reference). Where v binds a name that B's reference or scenarios read,
-    B is not judged in v's notebook (its reference is graded there, but its score is v's
-    doing) and no variant of B goes there."""
+    (it relies on that reference). Where v binds a name that B's reference binds or that B's
+    reference or scenarios read, B is not judged in v's notebook (its reference is graded
+    there, but its score is v's doing) and no variant of B goes there; `collisions` reports
+    the first kind, which also puts v's own verdict at the mercy of the cell order."""
     uses = uses or {}
     empty: frozenset[str] = frozenset()
     refs = {e: _answer(e, reference[e], None, uses.get(e, empty)) for e in order}
@@ -184,7 +185,8 @@ def plan_rounds(order: list[str], reference: dict[str, str], listed: list[dict],
         raise ValueError(f"variants name exercises the lesson does not have: {unknown}")
 
     def breaks(v: Answer, exercise: str) -> bool:
-        return exercise != v.exercise and bool(v.bound & refs[exercise].reads)
+        return exercise != v.exercise and bool(v.bound & (refs[exercise].reads
+                                                          | refs[exercise].bound))
 
     def clash(v: Answer, w: Answer) -> bool:
         return bool(v.bound & w.reads or w.bound & v.reads
@@ -213,6 +215,20 @@ def plan_rounds(order: list[str], reference: dict[str, str], listed: list[dict],
             each.answers.setdefault(exercise, refs[exercise])
         each.answers = {e: each.answers[e] for e in order}
     return rounds
+
+
+def collisions(reference: dict[str, str], listed: list[dict]) -> list[str]:
+    """Variants that bind a global name that another exercise's reference answer binds: in a
+    notebook, whichever cell runs later replaces the other's definition."""
+    bound = {e: bound_names(source) for e, source in reference.items()}
+    found = []
+    for v in listed:
+        for exercise, names in bound.items():
+            shared = bound_names(v["source"]) & names if exercise != v["exercise"] else set()
+            if shared:
+                found.append(f"{v['exercise']} {v['name']} defines {', '.join(sorted(shared))}, "
+                             f"which the answer to {exercise} defines: rename it")
+    return found
 
 
 @lru_cache(maxsize=None)
@@ -289,6 +305,25 @@ def test_plan_keeps_apart_answers_that_share_a_global_helper():
                                                                       ["reference", "c"]]
 
 
+def test_plan_reports_a_variant_that_redefines_another_exercise_s_name():
+    reference = {"e1": "def f(x):\n    return x\n",
+                 "e2": "def helper(x):\n    return x\ndef g(x):\n    return helper(x)\n"}
+    listed = [_v("e1", "a", "def helper(x):\n    return 2 * x\n"
+                            "def f(x):\n    return helper(x)\n"),
+              _v("e2", "c", "def g(x):\n    return x\n")]
+    assert collisions(reference, listed) == [
+        "e1 a defines helper, which the answer to e2 defines: rename it"]
+    rounds = plan_rounds(["e1", "e2"], reference, listed)
+    assert rounds[0].unjudged == {"e2"} and rounds[0].answers["e2"].name == "reference"
+    assert rounds[1].answers["e2"].name == "c"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_no_variant_redefines_another_exercise_s_names(lesson):
+    found = collisions(references(lesson), list(variants(lesson)))
+    assert not found, "\n".join(found)
+
+
 def test_plan_of_the_course_places_every_variant_once():
     for lesson in LESSONS:
         rounds = lesson_rounds(lesson)
@@ -357,9 +392,6 @@ def grade_rounds(tmp: Path, names: list[str], secret: str = SECRET
     """Grade every round of the lessons `names` with one `python -m autograder grade` in a
     copy of the course at `tmp` whose secret is `secret`; return (student, lesson, exercise)
     -> Graded."""
-    from nbgrader.api import Gradebook
-    from nbgrader.utils import determine_grade
-
     from autograder.demo import Lessons, _write
 
     root = tmp / "course"
@@ -388,6 +420,16 @@ def grade_rounds(tmp: Path, names: list[str], secret: str = SECRET
          "--course-root", str(root), "--jobs", "2", "--lessons", *plans],
         capture_output=True, text=True, env=dict(os.environ, CI="true"), timeout=1200)
     assert done.returncode == 0, done.stdout + done.stderr
+    return read_graded(root, out, plans)
+
+
+def read_graded(root: Path, out: Path, plans: dict[str, list[Round]]
+                ) -> dict[tuple[str, str, str], Graded]:
+    """What a grading run (course root `root`, output folder `out`) gave each exercise of the
+    notebooks of `plans`."""
+    from nbgrader.api import Gradebook
+    from nbgrader.utils import determine_grade
+
     with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
         statuses = {(row["student_id"], row["lesson"]): row for row in csv.DictReader(handle)}
 
