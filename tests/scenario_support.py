@@ -5,7 +5,8 @@ out, once per test session; `variant_namespace` is a copy of it with one answer 
 replaced. `verdict(lesson, exercise, namespace, seeds)` runs every scenario of the exercise
 against the namespace and against the reference, with the mistakes, and returns the checks
 (`autograder.verdicts.Check`). The grading command does the same across the sandbox; the
-tests in tests/test_misconceptions.py check both ways.
+tests in tests/test_scenarios.py (in this process) and tests/test_misconceptions_grading.py
+(through the grading command) check the variants both ways.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every exercise is graded by scenarios: the reference passes them, a blank answer fails them,
 and every listed variant (tests/variants/<lesson>.py) passes or fails as it should, naming its
-mistake. These run in this process; tests/test_trusted_grading.py checks the same through the
-grading command and the sandbox."""
+mistake. These run in this process; tests/test_misconceptions_grading.py checks the same
+through the grading command and the sandbox."""
 
 from __future__ import annotations
 
