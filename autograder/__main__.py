@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+
 import argparse
 import os
 import re
