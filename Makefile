@@ -12,7 +12,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WORK ?= $(CURDIR)/work
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
-.PHONY: setup lab reset lab-solutions formgrader test release outputs lock clean
+.PHONY: setup lab reset lab-solutions formgrader test test-hub release outputs lock clean
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date)
 setup: $(STAMP)
@@ -48,9 +48,13 @@ formgrader: setup
 	@echo "Starting nbgrader's formgrader for $(abspath $(COURSE)); open the address that ends in /formgrader?token=... below (Ctrl-C stops it)."
 	cd "$(COURSE)" && env -u JUPYTER_CONFIG_PATH "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(abspath $(COURSE))" --LabApp.default_url=/formgrader $(if $(PORT),--ServerApp.port=$(PORT)) $(ROOT_FLAG) $(FORMGRADER_ARGS)
 
-## test: run the whole test suite (unit tests, nbval over solutions/, release check, grading)
+## test: run the test suite (unit tests, nbval over solutions/, release check, grading, browser)
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## test-hub: the class JupyterHub's end-to-end tests (a few minutes; needs hub/node_modules: cd hub && npm ci)
+test-hub: setup
+	$(BIN)/python -m pytest -m hub tests/test_hub.py tests/test_hub_culler.py tests/test_hub_k8s.py $(PYTEST_ARGS)
 
 ## release: regenerate the student notebooks in notebooks/ from solutions/
 release: setup

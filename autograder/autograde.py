@@ -123,8 +123,9 @@ def verdict(nb, settings: Settings) -> tuple[str, str] | None:
                 continue
             ename = output.get("ename")
             if ename == TIMEOUT_ENAME:
-                return "timeout", (f"{_where(nb, index)} ran for more than {settings.timeout} s, "
-                                   "the time limit per cell, and was stopped (an endless loop?)."
+                return "timeout", (f"{_where(nb, index)} ran past the time limit per cell "
+                                   f"({settings.timeout:g} s of computing) and was stopped "
+                                   "(an endless loop?)."
                                    + review)
             if ename == DEAD_ENAME:
                 detail = output.get("traceback", [""])[-1].split("while this cell ran: ")[-1]

@@ -53,9 +53,12 @@ NOT_RUN_ENAME = "CellNotRunError"
 CHECK_ENAME = "CheckFailed"
 _STOP_ENAMES = {"timeout": (TIMEOUT_ENAME,), "oom": ("MemoryError",), "died": (DEAD_ENAME,)}
 GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
-# A cell's limit is its CPU time, kept inside the sandbox; the grader's own clock allows this
-# many times the limit in wall time (a loaded machine), then kills it: a cell that only waits.
-WALL_FACTOR = 3
+# A cell's limit is CPU time: kept inside the sandbox (a timer that stops the cell cleanly),
+# and by the grader, which reads the CPU time of the notebook's whole process tree from its
+# cgroup. The grader's wall clock allows this many times the limit (a loaded machine: it must
+# never decide for a cell that computes), for cells that only wait.
+WALL_FACTOR = 10
+CPU_POLL_SECONDS = 0.25  # how often the grader reads the notebook's CPU time
 GiB = 1 << 30
 MAX_EVENTS_BYTES = 96 << 20  # all a notebook may send (outputs and observations)
 MAX_MESSAGE_BYTES = 48 << 20
@@ -253,6 +256,14 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
     oom_at: int | None = None
     killed = False
     observing = False
+    cpu_path: str | None = None  # the notebook's CPU time, from its cgroup (the host names it)
+    cpu_since: dict[int, float] = {}  # position -> its CPU time when that cell was awaited
+
+    def mark(at: int) -> None:
+        awaited_since[at] = time.monotonic()
+        used = _cpu_seconds(cpu_path)
+        if used is not None:
+            cpu_since[at] = used
 
     def kill() -> None:
         nonlocal killed
@@ -269,12 +280,25 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
         watched = [fd for fd, is_open in ((events, events_open), (control, control_open))
                    if is_open]
         wait = max(0.0, deadline - time.monotonic()) if not killed else GRACE_SECONDS * 4
+        if cpu_path and not killed:
+            wait = min(wait, CPU_POLL_SECONDS)
         ready, _, _ = select.select(watched, [], [], wait)
         if not ready:
             if killed:
                 break  # the host never reported the end: give up on this run
+            now = time.monotonic()
+            if now < deadline:  # time to read its CPU time
+                used = _cpu_seconds(cpu_path)
+                if used is None:
+                    continue
+                cell_over = used - cpu_since.get(position, 0.0) > timeout + GRACE_SECONDS
+                notebook_over = used > (len(order) + 1) * timeout + GRACE_SECONDS
+                if not (cell_over or notebook_over):
+                    continue
+                run.budget_spent = notebook_over and not cell_over
+            else:
+                run.budget_spent = now >= notebook_deadline
             run.outcome = "timeout"
-            run.budget_spent = time.monotonic() >= notebook_deadline
             run.cell = None if observing or position >= len(order) else order[position]
             kill()
             continue
@@ -291,7 +315,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                             run.shared_seconds += float(done.get("seconds", 0.0))
                     if prologue > position:
                         position = prologue
-                        awaited_since[position] = time.monotonic()
+                        mark(position)
                 elif event == "prologue-lost":
                     run.executed.clear()
                     run.shared_seconds = 0.0
@@ -299,6 +323,11 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                 elif event == "forked" and isinstance(message.get("pid"), int):
                     pid = message["pid"]
                     run.pid = pid
+                    found = message.get("cpu_file")
+                    if isinstance(found, str) and found.startswith("/sys/fs/cgroup/") \
+                            and ".." not in found:
+                        cpu_path = found
+                        mark(position)
                     if killed:
                         killed = False
                         kill()
@@ -336,8 +365,10 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     # earlier of the two, so it knows how long the cell really ran.
                     at = order.index(message["index"])
                     ran = time.monotonic() - awaited_since.get(at, started)
+                    used = _cpu_seconds(cpu_path)
+                    computed = used - cpu_since.get(at, 0.0) if used is not None else 0.0
                     run.cell = message["index"]
-                    if ran > wall:
+                    if ran > wall or computed > timeout:
                         run.outcome = "timeout"
                     else:
                         run.outcome = "died"
@@ -355,7 +386,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     run.cell_seconds += max(0.0, min(float(message.get("seconds", 0.0)),
                                                      timeout))
                     position += 1
-                    awaited_since[position] = time.monotonic()
+                    mark(position)
                     if message.get("timed_out"):
                         run.outcome, run.cell = "timeout", message["index"]
                     else:  # the next cell's limit starts now (never past the budget)
@@ -367,6 +398,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     payload.release()  # every cell genuinely ended: now the scenarios
                 elif event == "observing" and position >= len(order) and not observing:
                     observing = True
+                    mark(position)
                     deadline = min(time.monotonic() + wall, notebook_deadline)
                 elif event == "observations" and observing and run.outcomes is None:
                     outcomes = message.get("outcomes")
@@ -402,6 +434,24 @@ def _json(line: bytes) -> dict:
     except (ValueError, RecursionError):
         return {}
     return message if isinstance(message, dict) else {}
+
+
+def _cpu_seconds(path: str | None) -> float | None:
+    """CPU time used so far by a notebook's processes, from its cgroup (cgroup v1's
+    cpuacct.usage in ns, or v2's cpu.stat usage_usec); None where there is none."""
+    if not path:
+        return None
+    try:
+        text = open(path).read()
+    except OSError:
+        return None
+    if path.endswith("cpuacct.usage"):
+        return int(text.strip()) / 1e9 if text.strip().isdigit() else None
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "usage_usec" and value.strip().isdigit():
+            return int(value) / 1e6
+    return None
 
 
 def _valid_done(message: Any) -> bool:

@@ -119,7 +119,8 @@ def collect_visible(collect_gradients, rng):
     observed = {"the result is a dict": isinstance(grads, dict), "sorted(grads)": sorted(grads),
                 "grads['act']": grads["act"], "grads['pre']": grads["pre"],
                 "pre.retains_grad or act.retains_grad": pre.retains_grad or act.retains_grad,
-                "p.grad (filled by loss.backward())": p.grad}
+                "p.grad (filled by loss.backward())": p.grad,
+                "torch.autograd.grad calls": rules["torch.autograd.grad calls"]}
     later.backward()
     observed["grads['pre'] after another backward"] = grads["pre"]
     return observed
@@ -194,6 +195,15 @@ def collect_with_retain_grad(named, loss):
                    "hook per tensor and call loss.backward().", replaces="collect_gradients")
 def collect_with_autograd_grad(named, loss):
     return dict(zip(named, torch.autograd.grad(loss, list(named.values()))))
+
+
+@mistake("02-ex2", "The gradients came from torch.autograd.grad, and loss.backward() ran only "
+                   "to fill .grad: register one hook per tensor, and let loss.backward() hand "
+                   "each gradient to its hook.", replaces="collect_gradients")
+def collect_with_autograd_grad_then_backward(named, loss):
+    grads = torch.autograd.grad(loss, list(named.values()), retain_graph=True)
+    loss.backward()
+    return dict(zip(named, grads))
 
 
 @mistake("02-ex2", "The hooks were not removed, so a later backward() still fires them: keep "

@@ -17,8 +17,8 @@ from coursekit.scenarios import mistake, scenario
 
 
 class NotApplicable(Exception):
-    """Raised by a mistake whose wrong formula has no meaning for a scenario's shapes (Jv for
-    an output-sized v of a non-square J, say). No student answer raises it, so the mistake is
+    """Raised by a mistake whose wrong formula has no meaning for a scenario's shapes (J @ v
+    for an output-sized v of a non-square J, say). No student answer raises it, so the mistake is
     named only where it applies."""
 
 
@@ -113,8 +113,8 @@ def vjp_square(vector_jacobian_product, rng):
     return _vjp_observations(vector_jacobian_product, f, x, v)
 
 
-@mistake("04-ex1", "That is Jv (J times v as a column), not vᵀJ: pass v as the gradient to "
-                   "start from, with backward(v) or autograd.grad(..., grad_outputs=v).",
+@mistake("04-ex1", "That is J @ v (J times v as a column), not vᵀJ: pass v as the gradient "
+                   "to start from, with backward(v) or autograd.grad(..., grad_outputs=v).",
          replaces="vector_jacobian_product")
 def jv_instead_of_vjp(f, x, v):
     if v.shape != x.shape:

@@ -341,15 +341,25 @@ def send(message):
             os.write(fd, (json.dumps(message) + "\n").encode())
         except OSError:
             pass
-pending = [4, 5, 7, 8]  # the cells after this one, reported "done" one by one, then "observing"
-began = time.monotonic()
-while time.monotonic() - began < SECONDS:
-    send({"event": "done", "index": pending.pop(0), "outputs": [], "execution_count": 1,
-          "timed_out": False, "seconds": 0.1} if pending else {"event": "observing"})
-    time.sleep(TIMEOUT)
-print("ran for", round(time.monotonic() - began), "s")
+pending = [4, 5, 7, 8]  # this cell, then the ones after it "done" one by one, then "observing"
+step = 0
+while time.process_time() < CPU_SECONDS:  # computes (no sleeping) far past the cell's limit
+    if time.process_time() >= step * TIMEOUT / 2:
+        step += 1
+        send({"event": "done", "index": pending.pop(0), "outputs": [], "execution_count": 1,
+              "timed_out": False, "seconds": 0.1} if pending else {"event": "observing"})
+print("computed for", round(time.process_time()), "s")
 '''
 
+TIMER_OFF = r'''
+import signal
+for timer in (signal.ITIMER_REAL, signal.ITIMER_PROF, signal.ITIMER_VIRTUAL):
+    signal.setitimer(timer, 0)
+for number in (signal.SIGALRM, signal.SIGPROF, signal.SIGVTALRM):
+    signal.signal(number, signal.SIG_IGN)
+while True:  # computes for ever, its own alarm switched off
+    pass
+'''
 
 
 def _source(template: str, **values) -> str:
@@ -411,7 +421,8 @@ def attacked(tmp_path_factory):
         "network": _source(NETWORK, PORT=listener.getsockname()[1], ABSTRACT=abstract_name),
         "forks": FORKS,
         "memory": _source(MEMORY, ELEMENTS=ELEMENTS_800_MIB),
-        "heartbeat": _source(HEARTBEAT, SECONDS=6 * TIMEOUT, TIMEOUT=TIMEOUT),
+        "heartbeat": _source(HEARTBEAT, CPU_SECONDS=2.5 * TIMEOUT, TIMEOUT=TIMEOUT),
+        "timer-off": TIMER_OFF,
     }
     for name, source in attacks.items():
         students[name] = attack(course, source)
@@ -486,7 +497,7 @@ ATTACKS = {
     "read-files": "graded", "read-memory": "graded", "delete": "graded", "daemon": "graded",
     "signals": "graded", "pipes": "graded", "pidfd": "graded", "coursekit": "graded",
     "network": "graded", "forks": "graded",
-    "memory": "error", "heartbeat": "timeout",
+    "memory": "error", "heartbeat": "timeout", "timer-off": "timeout",
 }
 @pytest.mark.parametrize("student", list(ATTACKS))
 def test_each_attack_scores_nothing(attacked, student):
@@ -586,6 +597,12 @@ def test_memory_of_forked_children_is_limited(attacked):
 
 def test_fake_heartbeats_do_not_extend_the_time_limit(attacked):
     row = _row(attacked, "heartbeat")
+    assert row["status"] == "timeout", row
+    assert "01-ex1-answer" in row["reason"], row
+
+
+def test_switching_off_its_own_alarm_does_not_escape_the_limit(attacked):
+    row = _row(attacked, "timer-off")
     assert row["status"] == "timeout", row
     assert "01-ex1-answer" in row["reason"], row
 

@@ -38,7 +38,7 @@ from notebook_support import answer_cells, grading, without_markers
 sys.path.insert(0, str(REPO_ROOT / "hub" / "lib"))
 from coursehub import settings as class_settings  # noqa: E402
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.hub]
 
 LESSON = "01_leaf_and_intermediate"
 NOTEBOOK = f"{LESSON}/{LESSON}.ipynb"

@@ -13,7 +13,7 @@ import browser_support as lab_page
 from test_hub import (ClassHub, browser, log_in, open_lab_after_login, sign_up,  # noqa: F401
                       user_processes, wait_until)
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.hub]
 
 
 def test_an_idle_server_is_stopped_and_its_home_stays(browser):

@@ -13,6 +13,7 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
 import yaml
 from traitlets.config import Config
 
@@ -228,6 +229,7 @@ def test_dockerfile_copies_an_allow_list_without_solutions():
     assert len(runs) == 1 and "hub/image/install.sh" in runs[0]
 
 
+@pytest.mark.hub
 def test_dockerfile_steps_run_as_a_script(tmp_path):
     """The Dockerfile's COPY and RUN steps, under a temporary root: its absolute paths are
     moved into tmp_path, pip resolves the lock without installing it (--dry-run), no account

@@ -46,6 +46,14 @@ def collect_gradients(named, loss):
 def collect_gradients(named, loss):
     return dict(zip(named, torch.autograd.grad(loss, list(named.values()))))
 '''),
+    # torch.autograd.grad followed by a backward() that only fills .grad fails visibly too
+    ("02-ex2", "the gradients came from torch.autograd.grad", '''
+def collect_gradients(named, loss):
+    grads = dict(zip(named, torch.autograd.grad(loss, list(named.values()),
+                                                retain_graph=True)))
+    loss.backward()
+    return grads
+'''),
     ("02-ex2", "a lambda in a loop", '''
 def collect_gradients(named, loss):
     grads, handles = {}, []

@@ -15,7 +15,7 @@ LESSON = "04_vector_jacobian_products"
 
 CASES = [
     # (exercise, variant, a phrase the first message must contain)
-    ("04-ex1", "jv-instead-of-vjp", "That is Jv, J times v taken as a column"),
+    ("04-ex1", "jv-instead-of-vjp", "That is J @ v, J times v taken as a column"),
     ("04-ex1", "sum-gradient-times-v", "multiplied by v entry by entry"),
     ("04-ex1", "ignores-v", "as if v were all ones"),
     ("04-ex1", "jacobian-row-by-row", "builds J row by row"),
@@ -28,7 +28,7 @@ CASES = [
     ("04-ex3", "row-instead-of-column", "That is row 1 of J"),
     ("04-ex3", "functional-jvp", "torch.autograd.functional.jvp is not forward mode"),
     ("04-ex3", "ones-tangent", "sum of all columns"),
-    ("04-ex3", "rows-then-entry", "torch.autograd.functional.jvp is not forward mode"),
+    ("04-ex3", "rows-then-entry", "builds J row by row"),
     ("04-ex3", "jacfwd", "torch.func.jacfwd was called"),
     ("04-ex4", "never-resets", "sum of all the products"),
     ("04-ex4", "zero-without-copy", "Every row is the last product"),

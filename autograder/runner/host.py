@@ -146,7 +146,8 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the notebook's process, measured through the tests)
         _notebook_main(host, request, events, payload, cgroup, forked_from_zygote)
-    _send(control, {"event": "forked", "pid": pid})
+    _send(control, {"event": "forked", "pid": pid,
+                    "cpu_file": cgroup.cpu_file() if cgroup is not None else None})
     # While it runs: when its processes reach the memory limit (the kernel then starts
     # reclaiming, or kills one of them), the whole notebook is stopped and that is reported at
     # once. The same notebook always stops the same way, however busy the machine is (near its

@@ -119,11 +119,11 @@ class Cgroup:
         for line in lines:
             _, controllers, path = line.split(":", 2)
             for name in controllers.split(","):
-                if name in ("memory", "pids"):
+                if name in ("memory", "pids", "cpuacct"):  # cpuacct: optional (CPU time)
                     folder = f"/sys/fs/cgroup/{name}{path}"
                     if os.path.isdir(folder) and os.access(folder, os.W_OK):
                         v1[name] = folder
-        if set(v1) == {"memory", "pids"}:
+        if {"memory", "pids"} <= set(v1):
             return 1, v1
         for line in lines:
             if line.startswith("0::"):
@@ -147,7 +147,12 @@ class Cgroup:
         try:
             for key, folder in bases.items():
                 path = os.path.join(folder, name)
-                os.makedirs(path, exist_ok=True)
+                try:
+                    os.makedirs(path, exist_ok=True)
+                except OSError:
+                    if key == "cpuacct":
+                        continue  # the CPU time is then kept on the wall clock only
+                    raise
                 paths[key] = path
             group = cls(paths, version)
             if version == 1:
@@ -170,6 +175,14 @@ class Cgroup:
                 except OSError:
                     pass
             return None
+
+    def cpu_file(self) -> str | None:
+        """The file that holds the CPU time used by the group's processes, if there is one."""
+        if self.version == 1:
+            path = self.paths.get("cpuacct")
+            return f"{path}/cpuacct.usage" if path else None
+        path = f"{self.paths['unified']}/cpu.stat"
+        return path if os.path.exists(path) else None
 
     def add(self, pid: int = 0) -> None:
         for path in self.paths.values():

@@ -39,8 +39,8 @@ def error_output(ename: str, evalue: str, message: str | None = None) -> dict:
 
 def timeout_output(timeout: float) -> dict:
     return error_output(TIMEOUT_ENAME, "",
-                        f"This cell ran for more than {timeout:g} s, the time limit per cell, "
-                        "and was stopped.")
+                        f"This cell ran past the time limit per cell ({timeout:g} s of "
+                        "computing), and was stopped.")
 
 
 class _Recorder:

@@ -87,6 +87,14 @@ def collect_gradients(named, loss):
     grads = torch.autograd.grad(loss, [named[n] for n in names])
     return dict(zip(names, grads))
 '''),
+    dict(exercise="02-ex2", name="autograd-grad-then-backward", expect="fail",
+         mistake="torch.autograd.grad", source='''
+def collect_gradients(named, loss):
+    grads = dict(zip(named, torch.autograd.grad(loss, list(named.values()),
+                                                retain_graph=True)))
+    loss.backward()
+    return grads
+'''),
     dict(exercise="02-ex2", name="hooks-not-removed", expect="fail", mistake="not removed",
          source='''
 def collect_gradients(named, loss):

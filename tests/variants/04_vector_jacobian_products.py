@@ -7,7 +7,7 @@ source that replaces the answer cell. tests/test_scenarios.py runs them in-proce
 
 VARIANTS = [
     # ------------------------------------------------------------------------ 04-ex1
-    dict(exercise="04-ex1", name="jv-instead-of-vjp", expect="fail", mistake="Jv",
+    dict(exercise="04-ex1", name="jv-instead-of-vjp", expect="fail", mistake="J @ v",
          source='''
 def vector_jacobian_product(f, x, v):
     _, product = jvp(f, (x,), (v,))
