@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+
 import argparse
 import os
 import re
@@ -162,7 +164,10 @@ def _grade(args: argparse.Namespace) -> int:
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        submissions = build_demo_class(demo_dir / "submissions", course_root, args.lessons)
+        # The course's tests/variants/ (answers with named mistakes) give the demo two
+        # students who make them.
+        submissions = build_demo_class(demo_dir / "submissions", course_root, args.lessons,
+                                       variants=args.course_root / "tests" / "variants")
         students = sorted(p.name for p in submissions.iterdir() if p.is_dir())
         roster_path = write_demo_roster(demo_dir / "roster.csv", students)
         roster = roster or read_roster(roster_path)

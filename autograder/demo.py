@@ -4,7 +4,9 @@
 - blank: the student notebook as released;
 - partial: the student notebook with some answer cells taken from the solution;
 - broken: what goes wrong in real classes (invalid JSON, another lesson's notebook, deleted or
-  edited test cells, an endless loop, a crash, a duplicate, a file named after no lesson).
+  edited test cells, an endless loop, a crash, a duplicate, a file named after no lesson);
+- mistaken: answers with the mistakes the lessons' checks name (from the course's
+  tests/variants/, when it has them), so that the class report counts named mistakes.
 
 `build_demo_class` writes the small class that `make demo` grades; `build_demo_course` the
 course root it is graded in (demo/course: a copy of the lessons with a gradebook of its own,
@@ -93,6 +95,16 @@ class Lessons:
                 break
         return nb
 
+    def with_answers(self, lesson: str, sources: dict[str, str]):
+        """The correct notebook with `sources` (answer cell grade id -> code) added at the end
+        of those answer cells: what they define replaces the solution's definitions."""
+        nb = self.correct(lesson)
+        for cell in nb.cells:
+            if _is_answer(cell) and cell.metadata.nbgrader.grade_id in sources:
+                cell.source = cell.source.rstrip() + "\n\n" + \
+                    sources[cell.metadata.nbgrader.grade_id].strip() + "\n"
+        return nb
+
     def without_first_test(self, lesson: str):
         nb = self.correct(lesson)
         for index, cell in enumerate(nb.cells):
@@ -143,9 +155,27 @@ def build_class(dest: Path, root: Path = COURSE_ROOT, students: int = 20,
     return kinds
 
 
+def named_mistakes(variants: Path | None, lesson: str) -> dict[str, list[str]]:
+    """The answers of `variants/<lesson>.py` (the course's tests/variants/) that the checks
+    must fail with a named mistake, by exercise: {"01-ex1": [source, ...], ...}."""
+    path = Path(variants) / f"{lesson}.py" if variants else None
+    if path is None or not path.is_file():
+        return {}
+    import runpy
+
+    found: dict[str, list[str]] = {}
+    for entry in runpy.run_path(str(path)).get("VARIANTS", []):
+        if entry.get("expect") == "fail" and entry.get("mistake"):
+            found.setdefault(entry["exercise"], []).append(entry["source"])
+    return found
+
+
 def build_demo_class(dest: Path, root: Path = COURSE_ROOT,
-                     names: list[str] | None = None) -> Path:
-    """The small class `make demo` grades: correct, partial, blank and broken students."""
+                     names: list[str] | None = None, variants: Path | None = None) -> Path:
+    """The small class `make demo` grades: correct, partial, blank and broken students, and,
+    with `variants` (the course's tests/variants/), two who make the mistakes the checks name:
+    "mistaken" the first one of every exercise, "mistaken-2" the same in odd-numbered
+    exercises and another in the others (so the report has mistakes made twice and once)."""
     dest = Path(dest)
     if dest.exists():
         shutil.rmtree(dest)
@@ -157,6 +187,15 @@ def build_demo_class(dest: Path, root: Path = COURSE_ROOT,
         _write(course.partial(lesson, seed=index),
                dest / "partial" / f"partial_1234_{lesson} (1).ipynb")
         _write(course.blank(lesson), dest / "blank" / f"{lesson}.ipynb")
+        mistakes = named_mistakes(variants, lesson)
+        if mistakes:
+            first = {f"{ex}-answer": sources[0] for ex, sources in mistakes.items()}
+            other = {}
+            for ex, sources in mistakes.items():
+                even = int(ex.rsplit("ex", 1)[-1]) % 2 == 0
+                other[f"{ex}-answer"] = sources[1] if even and len(sources) > 1 else sources[0]
+            _write(course.with_answers(lesson, first), dest / "mistaken" / f"{lesson}.ipynb")
+            _write(course.with_answers(lesson, other), dest / "mistaken-2" / f"{lesson}.ipynb")
     # Duplicates: an old blank copy and a newer correct one; the newest wins.
     now = time.time()
     _write(course.blank(lessons[0]), dest / "duplicate" / f"{lessons[0]}.ipynb", now - 3600)
@@ -189,7 +228,8 @@ def build_demo_class(dest: Path, root: Path = COURSE_ROOT,
 
 # Names for the demo's roster; the one who submits nothing shows in the report.
 DEMO_NAMES = {"correct": "Ada Lovelace", "partial": "Alan Turing", "blank": "Grace Hopper",
-              "duplicate": "Edsger Dijkstra", "broken": "Barbara Liskov"}
+              "duplicate": "Edsger Dijkstra", "broken": "Barbara Liskov",
+              "mistaken": "Margaret Hamilton", "mistaken-2": "John McCarthy"}
 MORE_NAMES = ["Donald Knuth", "John Backus", "Frances Allen", "Tony Hoare", "Niklaus Wirth",
               "Radia Perlman", "Ken Thompson"]
 NO_SHOW = ("no-show", "Katherine Johnson")

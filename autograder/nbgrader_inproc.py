@@ -120,6 +120,35 @@ def _inode(db_url: str) -> int:
         return -1
 
 
+def alembic_head() -> str:
+    """The revision of nbgrader's newest gradebook schema, as `alembic heads` prints it, read
+    in this process from nbgrader's own migration scripts."""
+    global _ALEMBIC_HEAD
+    if _ALEMBIC_HEAD is None:
+        from alembic.config import Config as AlembicConfig
+        from alembic.script import ScriptDirectory
+        from nbgrader import api
+
+        with api._temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+            _ALEMBIC_HEAD = ScriptDirectory.from_config(AlembicConfig(ini)).get_current_head()
+    return _ALEMBIC_HEAD
+
+
+_ALEMBIC_HEAD: str | None = None
+
+
+def quick_gradebook_creation() -> None:
+    """nbgrader stamps a new gradebook with the output of a separate `alembic heads` command:
+    a second Python that imports SQLAlchemy and alembic, seconds on a busy machine, for every
+    new gradebook. The same revision is read here in this process instead."""
+    from nbgrader import api
+
+    if getattr(api.get_alembic_version, "_autograder", False):
+        return
+    alembic_head.__dict__["_autograder"] = True
+    api.get_alembic_version = alembic_head
+
+
 def install_gradebook_lock(lock_path: str | os.PathLike) -> None:
     """Make every nbgrader Gradebook in this process hold the lock at `lock_path` while open,
     and share one SQLAlchemy engine per database (nbgrader makes a new engine for each
@@ -127,6 +156,7 @@ def install_gradebook_lock(lock_path: str | os.PathLike) -> None:
     from nbgrader import api
     from sqlalchemy.orm import scoped_session, sessionmaker
 
+    quick_gradebook_creation()
     _LOCK.path = str(lock_path)
     if getattr(api.Gradebook, "_autograder_lock", False):
         return
@@ -175,6 +205,7 @@ def forget_gradebook_lock() -> None:
 @contextlib.contextmanager
 def gradebook(config: Config) -> Iterator:
     from nbgrader.api import Gradebook
+    quick_gradebook_creation()
     with Gradebook(config.CourseDirectory.db_url, config.CourseDirectory.course_id) as gb:
         yield gb
 
@@ -218,6 +249,7 @@ def generate_assignment(config: Config, lesson: str, release_dir: Path,
     """nbgrader generate_assignment for `lesson` into `release_dir` (and the gradebook)."""
     from nbgrader.converters import GenerateAssignment
 
+    quick_gradebook_creation()
     extra = Config()
     extra.CourseDirectory.release_directory = str(release_dir)
     if db_url:

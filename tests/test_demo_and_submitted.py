@@ -21,6 +21,15 @@ from autograder.demo import Lessons, _write  # noqa: E402
 
 A, B = fixture_course.LESSONS
 STAMP = "2024-01-02 03:04:05.000000 UTC"
+# Answers the fixture's checks fail, as the course's tests/variants/ list them.
+VARIANTS = [
+    dict(exercise="01-ex1", name="no-factor", expect="fail", mistake="factor 3",
+         source="def cube_grad(x):\n    return x.detach() ** 2\n"),
+    dict(exercise="01-ex1", name="ok", expect="pass", mistake=None,
+         source="def cube_grad(x):\n    return 3 * x.detach() ** 2\n"),
+    dict(exercise="01-ex2", name="unnamed", expect="fail", mistake=None,
+         source="def intermediate_grad():\n    return 1\n"),
+]
 
 
 def rows(out: Path) -> dict:
@@ -45,6 +54,9 @@ def test_the_demo_has_a_course_and_a_gradebook_of_its_own(course):
     from nbgrader.api import Gradebook
 
     root, _ = course
+    # The course's answers with named mistakes give the demo students who make them.
+    (root / "tests" / "variants").mkdir(parents=True)
+    (root / "tests" / "variants" / f"{A}.py").write_text(f"VARIANTS = {VARIANTS!r}\n")
     done = subprocess.run(
         [sys.executable, "-m", "autograder", "demo", "--course-root", str(root),
          "--lessons", A, "--timeout", "3", "--jobs", "1", "--no-progress"],
@@ -57,15 +69,22 @@ def test_the_demo_has_a_course_and_a_gradebook_of_its_own(course):
     assert "course's gradebook was not touched" in done.stdout
     with Gradebook(f"sqlite:///{demo / 'course' / 'gradebook.db'}", "autograd-hooks") as gb:
         students = {s.id: s for s in gb.students}
-        assert {"correct", "partial", "blank", "duplicate", "broken", "no-show"} <= set(students)
+        assert {"correct", "partial", "blank", "duplicate", "broken", "no-show",
+                "mistaken", "mistaken-2"} <= set(students)
         assert (students["correct"].first_name, students["correct"].email) == \
             ("Ada", "correct@example.org")
         assert gb.find_submission(A, "correct").score == 3
     table = rows(demo / "out")
     assert table[("correct", A)]["score"] == "3"
     assert table[("no-show", A)]["status"] == "missing"
+    # Both make 01-ex1's one named mistake (the unnamed failure is not used) and lose its 2
+    # points.
+    assert table[("mistaken", A)]["score"] == table[("mistaken-2", A)]["score"] == "1"
     page = (demo / "out" / "report.html").read_text(encoding="utf-8")
     assert "Katherine Johnson" in page and "Needs manual review" in page
+    mistakes = page.split('id="mistakes"')[1].split("<h2")[0]
+    assert ("<td>01-ex1</td><td>The derivative of x**3 is 3 * x**2: the factor 3 is missing."
+            "</td><td class=\"num\">2</td>") in mistakes, mistakes
     assert (demo / "course" / "submitted" / "correct" / A / f"{A}.ipynb").is_file()
 
 

@@ -9,6 +9,7 @@ Needs root (to create the users; CI runs as root), `useradd` and `runuser`.
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import pwd
 import secrets
@@ -61,7 +62,8 @@ def students():
             subprocess.run(["userdel", "--remove", name], capture_output=True)
 
 
-def _student_python(name: str) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _student_python(name: str) -> tuple[str, ...]:
     """How a student runs the course's Python: the environment's interpreter when the student
     can reach it; otherwise (an interpreter in root's home, as with pyenv) the system's Python
     of the same version with the environment's packages on its path."""
@@ -69,13 +71,13 @@ def _student_python(name: str) -> list[str]:
     probe = ["runuser", "-u", name, "--", "env", "-i", f"HOME={home}"]
     if subprocess.run([*probe, sys.executable, "-c", "import nbgrader"],
                       capture_output=True, cwd=home).returncode == 0:
-        return [sys.executable]
+        return (sys.executable,)
     site = next(p for p in sys.path if p.startswith(sys.prefix) and p.endswith("site-packages"))
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     system = shutil.which(version, path="/usr/bin:/bin")
     if system and subprocess.run([*probe, f"PYTHONPATH={site}", system, "-c", "import nbgrader"],
                                  capture_output=True, cwd=home).returncode == 0:
-        return ["env", f"PYTHONPATH={site}", system]
+        return ("env", f"PYTHONPATH={site}", system)
     pytest.fail(f"the student user cannot run the course's Python ({sys.executable}; no "
                 f"/usr/bin/{version} either): make the environment readable by other users")
 

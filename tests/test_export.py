@@ -153,3 +153,25 @@ def test_export_command(course, tmp_path):
     done = subprocess.run(command + ["--to", "csv", "--column", "x"], capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 2 and "LESSON=HEADER" in done.stderr
+
+
+def test_a_new_gradebook_is_stamped_with_nbgraders_newest_schema(course):
+    """The grading commands stamp a new gradebook in-process (nbgrader runs `alembic heads`
+    for it): the stamp is the revision that no migration of nbgrader's builds on, so that
+    `nbgrader db upgrade` finds the gradebook current."""
+    import re
+    import sqlite3
+
+    import nbgrader
+
+    versions = Path(nbgrader.__file__).parent / "alembic" / "versions"
+    revisions, parents = set(), set()
+    for script in versions.glob("*.py"):
+        text = script.read_text()
+        revisions.add(re.search(r"^revision = '(\w+)'", text, re.M).group(1))
+        parent = re.search(r"^down_revision = '(\w+)'", text, re.M)
+        if parent:
+            parents.add(parent.group(1))
+    (newest,) = revisions - parents
+    with sqlite3.connect(course / "gradebook.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(newest,)]

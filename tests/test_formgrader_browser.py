@@ -111,19 +111,28 @@ def formgrader(graded_course, tmp_path_factory):
                 process.wait(timeout=20)
 
 
-@pytest.fixture
-def page(tmp_path):
+@pytest.fixture(scope="module")
+def chromium():
+    """One Chromium for the module's tests; each test has a context of its own."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=require_chromium(), headless=True,
-                                              args=lab_page.CHROMIUM_ARGS)
-        context = chromium.new_context(viewport=lab_page.VIEWPORT)
-        context.set_default_timeout(30_000)
+        browser = playwright.chromium.launch(executable_path=require_chromium(), headless=True,
+                                             args=lab_page.CHROMIUM_ARGS)
         try:
-            yield context.new_page()
+            yield browser
         finally:
-            chromium.close()
+            browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context(viewport=lab_page.VIEWPORT)
+    context.set_default_timeout(30_000)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 def test_make_formgrader_shows_the_graded_class(page, formgrader):

@@ -289,9 +289,14 @@ def test_bad_rosters_say_what_is_wrong(tmp_path, text, words):
 def test_grading_a_canvas_zip_with_a_roster(course, tmp_path, notebook_text):
     from nbgrader.api import Gradebook
 
-    root, _ = course
+    root, lessons = course
+    # A student who makes the mistake the fixture's scenarios name (the factor 3 forgotten):
+    # the named mistake reaches items.csv and the report from a real grading run.
+    mistaken = nbformat.writes(lessons.with_answer(
+        A, "def cube_grad(x):\n    return x.detach() ** 2", base="correct"))
     members = {f"smithjohn_12345_900_{A}.ipynb": notebook_text[("correct", A)],
                f"smithjohn_12346_901_{A}.ipynb": notebook_text[("blank", A)],
+               f"roeric_555_904_{A}.ipynb": mistaken,
                f"doejane_LATE_222_950_{A}-1.ipynb": notebook_text[("partial", A)],
                f"hw1/kroe_333_902_{A}.ipynb": notebook_text[("correct", A)],
                f"hw1/mlee_444_903_{A}.ipynb": notebook_text[("correct", A)]}
@@ -328,5 +333,17 @@ def test_grading_a_canvas_zip_with_a_roster(course, tmp_path, notebook_text):
         assert gb.find_student("absent1").email == "al@example.org"
         assert {s.id for s in gb.students} >= {"jsmith", "smithjohn_12346", "doejane_222"}
         assert not {"hw1", "submissions"} & {s.id for s in gb.students}
+    assert table[("roeric_555", A)]["score"] == "1"  # exercise 2 only
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "stranger" not in page and "absent1" in page and "Al Sent" in page
+    mistake = "The derivative of x**3 is 3 * x**2: the factor 3 is missing."
+    with open(out / "items.csv", newline="", encoding="utf-8") as handle:
+        items = {(r["exercise"], r["check"]): r for r in csv.DictReader(handle)}
+    # Both checks of 01-ex1 (named after their scenarios) saw it once, roeric's; the others
+    # passed or failed without a name.
+    assert items[("01-ex1", "example")]["mistakes"] == f"{mistake}: 1"
+    assert items[("01-ex1", "random_points")]["mistakes"] == f"{mistake}: 1"
+    assert items[("01-ex1", "random_points")]["visibility"] == "hidden"
+    assert items[("01-ex2", "intermediate")]["mistakes"] == ""
+    section = page.split('id="mistakes"')[1].split("<h2")[0]
+    assert mistake in section and "01-ex1" in section

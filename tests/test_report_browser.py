@@ -1,7 +1,8 @@
 """The class report in headless Chromium, offline: the page loads nothing from anywhere, its
 figures are drawn, its tables are there, and nothing a student wrote runs. A screenshot goes
-to test-artifacts/browser/class-report.png (docs/images/class-report.png is one of the demo
-class's report)."""
+to test-artifacts/browser/class-report.png. (docs/images/class-report.png, in the README, is
+the top of the demo class's report: `make demo`, then demo/out/report.html in this Chromium
+with a 1200 x 1500 window.)"""
 
 from __future__ import annotations
 

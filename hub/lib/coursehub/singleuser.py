@@ -1,12 +1,16 @@
 """A user's server on the class hub: JupyterLab with the student's or the instructor's setup.
 
 The hub starts `python -m coursehub.singleuser` as the user (COURSE_ROLE says which role);
-this picks the role's Jupyter configuration in hub/jupyter/ and becomes jupyterhub-singleuser.
+this picks the role's Jupyter configuration in hub/jupyter/ and runs jupyterhub-singleuser in
+the same process, with jsonschema imported the quick way first (autograder._imports: nbgrader's
+server extensions import nbformat, whose jsonschema would otherwise compile a grammar it never
+uses, seconds of CPU at every server's start).
 """
 
 from __future__ import annotations
 
 import os
+import runpy
 import sys
 from pathlib import Path
 
@@ -26,7 +30,14 @@ def environment(environ: dict[str, str]) -> dict[str, str]:
 
 def main() -> None:
     env = environment(dict(os.environ))
-    os.execve(sys.executable, [sys.executable, "-m", "jupyterhub.singleuser", *sys.argv[1:]], env)
+    os.environ.clear()
+    os.environ.update(env)  # before anything of Jupyter's reads it
+    try:
+        from autograder import _imports  # noqa: F401
+    except ImportError:  # a server without the course's grader: jsonschema as it comes
+        pass
+    sys.argv[0] = "jupyterhub-singleuser"
+    runpy.run_module("jupyterhub.singleuser", run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

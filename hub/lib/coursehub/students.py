@@ -22,6 +22,11 @@ def add_students(course_root: Path, course_id: str, names: list[str]) -> list[st
     """Add the students not yet in the gradebook (creating it if needed); returns those added."""
     from nbgrader.api import Gradebook
 
+    # A new gradebook's schema stamp read in this process (nbgrader would start a second
+    # Python for `alembic heads`): the hub runs this at its start and at each student's.
+    from autograder.nbgrader_inproc import quick_gradebook_creation
+    quick_gradebook_creation()
+
     database = Path(course_root) / GRADEBOOK
     added = []
     with Gradebook(f"sqlite:///{database}", course_id) as gradebook:
