@@ -189,3 +189,40 @@ def test_every_lesson_scenario_file_loads(lesson):
     scenarios, mistakes = collect(support.scenario_module(lesson))
     assert scenarios and mistakes
     assert len({s.name for s in scenarios}) == len(scenarios)
+
+
+# --------------------------------------------------------------------------------------------
+# The fixture course (tests/fixtures/grading) grades like the lessons: its hidden scenarios draw
+# their inputs from the generator they receive
+
+def _fixture():
+    import sys
+    sys.path.insert(0, str(support.ROOT / "tests" / "fixtures" / "grading"))
+    import fixture_course
+    return fixture_course
+
+
+def test_fixture_hidden_scenarios_draw_their_inputs_from_their_rng():
+    import torch
+
+    from autograder.runner.observe import load_module
+    from coursekit.scenarios import generator
+
+    fixture = _fixture()
+    hidden = 0
+    for lesson, source in fixture.SCENARIOS.items():
+        scenarios, _ = collect(load_module(source, f"scenarios/{lesson}.py"))
+        for found in [s for s in scenarios if not s.visible]:
+            hidden += 1
+            seen: dict[int, list] = {}
+            for seed in (1, 2):
+                calls = seen.setdefault(seed, [])
+
+                def record(*args, calls=calls):
+                    calls.append(args)
+                    return (torch.zeros(1), None) if found.exercise == "01-ex2" else 0
+                found.func(**{found.uses[0]: record}, rng=generator(seed))
+            assert seen[1] and seen[2], found.name
+            assert repr(seen[1]) != repr(seen[2]), \
+                f"{lesson} {found.name}: the same inputs for two seeds: {seen[1]}"
+    assert hidden == 4
