@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 __all__ = ["scenario", "mistake", "collect", "Scenario", "Mistake", "encode", "count_calls",
-           "generator", "ObservationError"]
+           "generator", "ObservationError", "AuthoringError"]
 
 DEFAULT_RTOL = 1e-5
 DEFAULT_ATOL = 1e-6
@@ -51,6 +51,14 @@ MAX_ELEMENTS = 200_000      # tensor elements one scenario may report, all obser
 MAX_STRING = 2_000          # characters of one string observation
 MAX_DEPTH = 8               # nesting of lists and dicts
 MAX_ITEMS = 10_000          # items of all lists and dicts of one scenario
+# Where the decorators record, in the namespace of the module that defines a function (its
+# globals), every scenario and mistake in the order they were made: a later `def` of the same
+# name replaces the earlier function in the namespace, never in this list.
+_REGISTRY = "__course_scenarios__"
+
+
+class AuthoringError(ValueError):
+    """A scenario module that cannot be graded as written (a name used twice, ...)."""
 
 
 @dataclass
@@ -91,6 +99,7 @@ def scenario(exercise: str, *, uses: list[str] | tuple[str, ...], visible: bool 
         func.__scenario__ = Scenario(exercise, func.__name__, func, tuple(uses), visible, rtol,
                                      atol, dict(tolerance or {}),
                                      title or func.__name__.replace("_", " "))
+        _register(func, func.__scenario__)
         return func
     return mark
 
@@ -101,15 +110,60 @@ def mistake(exercise: str, message: str, *, replaces: str | None = None) -> Call
     observations match it."""
     def mark(func: Callable) -> Callable:
         func.__mistake__ = Mistake(exercise, message, func, replaces or func.__name__)
+        _register(func, func.__mistake__)
         return func
     return mark
 
 
+def _register(func: Callable, item: Scenario | Mistake) -> None:
+    space = getattr(func, "__globals__", None)
+    if isinstance(space, dict):
+        registered = space.setdefault(_REGISTRY, [])
+        if isinstance(registered, list):
+            registered.append(item)
+
+
 def collect(namespace: dict) -> tuple[list[Scenario], list[Mistake]]:
-    """The scenarios and mistakes defined in a scenario module's namespace, in source order."""
-    scenarios = [v.__scenario__ for v in namespace.values() if hasattr(v, "__scenario__")]
-    mistakes = [v.__mistake__ for v in namespace.values() if hasattr(v, "__mistake__")]
+    """The scenarios and mistakes defined in a scenario module's namespace, in source order.
+
+    Raises AuthoringError, naming the module's file, when a scenario name is used twice in
+    the module (the grader tells a lesson's scenario runs apart by name) or when two mistakes
+    of one exercise have the same name (the second `def` would hide the first)."""
+    found = list(namespace.get(_REGISTRY) or [])
+    known = {id(item) for item in found}
+    for value in list(namespace.values()):  # also what the module imported from elsewhere
+        for attribute in ("__scenario__", "__mistake__"):
+            item = getattr(value, attribute, None) if callable(value) else None
+            if isinstance(item, (Scenario, Mistake)) and id(item) not in known:
+                found.append(item)
+                known.add(id(item))
+    scenarios = [item for item in found if isinstance(item, Scenario)]
+    mistakes = [item for item in found if isinstance(item, Mistake)]
+    _check_names(scenarios, mistakes, str(namespace.get("__file__") or "<scenarios>"))
     return scenarios, mistakes
+
+
+def _check_names(scenarios: list[Scenario], mistakes: list[Mistake], filename: str) -> None:
+    problems = []
+    by_name: dict[str, list[str]] = {}
+    for item in scenarios:
+        by_name.setdefault(item.name, []).append(item.exercise)
+    for name, exercises in by_name.items():
+        if len(exercises) > 1:
+            problems.append(f"the scenario name {name!r} is used {len(exercises)} times "
+                            f"(exercises {', '.join(exercises)}); give each scenario of a "
+                            "lesson a function name of its own")
+    by_exercise: dict[tuple[str, str], int] = {}
+    for item in mistakes:
+        key = (item.exercise, getattr(item.func, "__name__", "?"))
+        by_exercise[key] = by_exercise.get(key, 0) + 1
+    for (exercise, name), count in by_exercise.items():
+        if count > 1:
+            problems.append(f"{count} @mistake implementations of {exercise} are named {name!r}; "
+                            "give each its own function name and say which answer name it "
+                            "stands in for with replaces=\"...\"")
+    if problems:
+        raise AuthoringError(f"{filename}: " + "; ".join(problems))
 
 
 def generator(seed: int):

@@ -391,7 +391,7 @@ def attacked(tmp_path_factory):
                "tmp": Path(f"/tmp/autograder-attack-{run}")}
 
     students = {name: honest(course, f"def cube_grad(x):  # {marker}\n    return 3 * x.detach() ** 2",
-                             f"def intermediate_grad():  # {marker}\n    return None")
+                             f"def intermediate_grad(x):  # {marker}\n    return 2 * x.detach(), None")
                 for name, marker in HONEST.items()}
     students["blank"] = course.blank(A)
     secret_files = [root / ".autograder" / "secret", REPO / ".autograder" / "secret"]

@@ -3,12 +3,17 @@
 One class of the fixture course's lesson A, graded once through `python -m autograder grade`
 (in a throwaway PID namespace, see tests/attack_support.py): two honest students with the same
 correct answers, a blank one, and one student per attack. Each attack student writes wrong
-answers (`cube_grad` returns zeros, `intermediate_grad` a tensor where None is expected) and
-attacks whatever decides its score: the check functions, torch's comparisons, IPython's error
-reporting, the cells still to run, the values its answers return, the events it sends. Each
-must score 0. One more student prints everything it can find; its feedback must hold no hidden
-test, no scenario source and no value a hidden check expects of it (computed here with the
-course secret, the student's seed and the reference solution).
+answers (`cube_grad` returns zeros, `intermediate_grad` zeros and a tensor where None is
+expected) and attacks whatever decides its score: the check functions, torch's comparisons,
+IPython's error reporting, the cells still to run, the values its answers return, the events
+it sends. Each must score 0. One more student prints everything it can find; its feedback must
+hold no hidden test, no scenario source and no value a hidden check expects of it (computed
+here with the course secret, the student's seed and the reference solution).
+
+Two more students hand in the same notebook, whose `cube_grad` only knows the answers on the
+inputs drawn for the first of them (as if that student had learnt them and shared them): it
+earns the hidden check for that student and not for the other, which shows, through the
+grading command itself, that each student's hidden inputs are drawn for that student.
 
 Attacks that still succeed against the current code are marked `xfail(strict=True)`.
 """
@@ -26,9 +31,10 @@ pytestmark = pytest.mark.slow
 
 TIMEOUT = 10
 SAME_ANSWERS = ("def cube_grad(x):  # zq-same-answer\n    return 3 * x.detach() ** 2",
-                "def intermediate_grad():  # zq-same-answer\n    return None")
+                "def intermediate_grad(x):  # zq-same-answer\n    return 2 * x.detach(), None")
 WRONG_CUBE = "\ndef cube_grad(x):\n    return torch.zeros_like(x)\n"
-WRONG_INTERMEDIATE = "import torch\n\ndef intermediate_grad():\n    return torch.zeros(2)\n"
+WRONG_INTERMEDIATE = ("import torch\n\ndef intermediate_grad(x):\n"
+                      "    return torch.zeros_like(x), torch.zeros_like(x)\n")
 
 REBIND = r'''
 import coursekit.checks as checks
@@ -103,7 +109,7 @@ def tracer(frame, event, arg):
     if "check_" in source or "assert" in source:  # a test cell
         names = frame.f_globals
         saved = {key: names.get(key) for key in ("torch", "intermediate_grad")}
-        names["torch"], names["intermediate_grad"] = Lenient(), lambda: None
+        names["torch"], names["intermediate_grad"] = Lenient(), lambda x: (2 * x, None)
         def restore(frame, event, arg):  # the answers are back once the test cell ends
             if event == "return":
                 names.update(saved)
@@ -151,6 +157,15 @@ class AlwaysEqual(torch.Tensor):
         return [3.0, 12.0]
 def cube_grad(x):
     return torch.zeros_like(x).as_subclass(AlwaysEqual)
+'''
+
+# Knows the visible example and the hidden inputs drawn for one student, nothing else.
+MEMORIZER = r'''
+import torch
+KNOWN = {known}
+def cube_grad(x):
+    found = KNOWN.get(tuple(x.tolist()))
+    return torch.zeros_like(x) if found is None else torch.tensor(found)
 '''
 
 FORGE = r'''
@@ -244,6 +259,17 @@ def judged(tmp_path_factory):
     nb = course.blank(A)
     answer_cells(nb)[0].source = PRINTER.strip()
     write(nb, classes / "zz-printer" / f"{A}.ipynb")
+    # The memoriser's table: the visible example, and `random_points` for "memo-self" (the
+    # course secret is made here, before grading, and the grader reads the same one).
+    drawn = _drawn_inputs(root, "memo-self", "01-ex1", "random_points")[0]
+    known = {(1.0, 2.0): [3.0, 12.0],
+             tuple(drawn.tolist()): _reference_values(root, "memo-self")}
+    for student in ("memo-self", "memo-other"):
+        nb = course.blank(A)
+        first, second = answer_cells(nb)
+        first.source = MEMORIZER.format(known=repr(known)).strip()
+        second.source = SAME_ANSWERS[1]
+        write(nb, classes / student / f"{A}.ipynb")
     result = grade(classes, out, root, base / "run.json", timeout=TIMEOUT)
     return {"root": root, "out": out, "result": result, "rows": read_rows(out)}
 
@@ -272,6 +298,27 @@ def test_honest_students_keep_full_marks_and_blank_scores_zero(judged):
 def test_each_attack_scores_nothing(judged, student):
     row = _row(judged, student)
     assert row["score"] == "0", row
+
+
+def _drawn_inputs(root, student: str, exercise: str, name: str) -> list:
+    """The arguments the hidden scenario `name` gives the answer for `student`: the scenario
+    run here on the seed drawn for that student, with a stand-in that records its inputs."""
+    from autograder.executor import course_secret, scenario_seed
+    from autograder.runner.observe import load_module
+    from coursekit.scenarios import collect, generator
+
+    scenarios, _ = collect(load_module((root / "scenarios" / f"{A}.py").read_text()))
+    found = next(s for s in scenarios if s.name == name)
+    assert found.exercise == exercise and not found.visible
+    seed = scenario_seed(course_secret(root), student, exercise, name)
+    seen = []
+
+    def record(x):
+        seen.append(x.detach().clone())
+        return x, None  # enough for either answer of lesson A
+
+    found.func(**{found.uses[0]: record}, rng=generator(seed))
+    return seen
 
 
 def _reference_values(root, student: str) -> list[float]:
@@ -315,8 +362,8 @@ def test_no_feedback_shows_hidden_tests_or_expected_hidden_values(judged):
         assert page, student
         for marker in fixture_course.HIDDEN_MARKERS:
             assert marker not in page, (student, marker)
-        if student.startswith("aa-honest"):
-            continue
+        if student.startswith(("aa-honest", "memo-")):
+            continue  # (the memorisers' own source holds memo-self's values)
         values = _reference_values(root, student)
         assert not any(repr(value) in page for value in values), student
 
@@ -325,28 +372,35 @@ def test_same_answers_full_marks_on_different_inputs(judged):
     import torch
 
     from autograder.executor import course_secret, scenario_seed
-    from autograder.runner.observe import load_module
-    from coursekit.scenarios import collect, generator
 
     root = judged["root"]
-    secret = course_secret(root)
-    seeds = [scenario_seed(secret, student, "01-ex1", "random_points")
-             for student in ("aa-honest-1", "aa-honest-2")]
-    assert seeds[0] != seeds[1]
-    scenarios, _ = collect(load_module((root / "scenarios" / f"{A}.py").read_text()))
-    random_points = next(s for s in scenarios if s.name == "random_points")
-    inputs = []
-    for seed in seeds:
-        seen = []
-        random_points.func(cube_grad=lambda x: seen.append(x.clone()) or x, rng=generator(seed))
-        inputs.append(seen[0])
-    assert inputs[0].shape == inputs[1].shape == (5,)
-    assert not torch.allclose(inputs[0], inputs[1])
     for student in ("aa-honest-1", "aa-honest-2"):
         assert _row(judged, student)["score"] == "3"
-    # and the same student gets the same inputs again (a re-grade)
-    assert scenario_seed(course_secret(root), "aa-honest-1", "01-ex1", "random_points") == \
-        seeds[0]
+    # Every hidden scenario of the lesson gave the two of them other inputs.
+    for exercise, name in (("01-ex1", "random_points"), ("01-ex2", "twice")):
+        first, second = (_drawn_inputs(root, student, exercise, name)
+                         for student in ("aa-honest-1", "aa-honest-2"))
+        assert first and second, name
+        assert not all(a.shape == b.shape and torch.equal(a, b)
+                       for a, b in zip(first, second)), (name, first, second)
+    # The seeds come from the course secret, the student and the exercise only (no clock, no
+    # counter): a re-grade draws the same inputs. (The memoriser below shows that the grader
+    # drew exactly these.)
+    seeds = {scenario_seed(course_secret(root), student, "01-ex1", "random_points")
+             for student in ("aa-honest-1", "aa-honest-2", "aa-honest-1")}
+    assert len(seeds) == 2
+
+
+def test_answers_known_for_one_student_fail_for_another(judged):
+    """The same notebook, right only on memo-self's hidden inputs: the grading command gives
+    memo-self every check of exercise 1 and memo-other only its visible example, so the
+    grader drew memo-self exactly the inputs computed here and memo-other other ones."""
+    mine, theirs = _row(judged, "memo-self"), _row(judged, "memo-other")
+    assert (mine["score"], theirs["score"]) == ("3", "1"), (mine, theirs)
+    page = feedback_text(judged["out"], "memo-other")
+    assert "✗ hidden check: random points" in page
+    assert "✓ visible example: the example" in page
+    assert "✓ hidden check: random points" in feedback_text(judged["out"], "memo-self")
 
 
 def test_the_course_secret_stays_out_of_git():

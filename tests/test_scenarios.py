@@ -96,3 +96,133 @@ def test_variant(lesson, variant):
         named = [c.mistake for c in failed if c.mistake]
         assert any(variant["mistake"].lower() in m.lower() for m in named), \
             f"expected a mistake naming {variant['mistake']!r}, got {named}"
+
+
+# --------------------------------------------------------------------------------------------
+# Authoring errors: a name used twice is refused, never silently dropped
+
+_HEADER = "import torch\nfrom coursekit.scenarios import mistake, scenario\n\n"
+
+
+def _load(source: str, filename: str):
+    from autograder.runner.observe import load_module
+    return load_module(_HEADER + source, filename)
+
+
+def test_a_scenario_name_used_twice_is_an_authoring_error():
+    from coursekit.scenarios import AuthoringError
+
+    source = '''
+@scenario("09-ex1", uses=["f"], visible=True)
+def example(f, rng):
+    return {"f(1)": f(1)}
+
+@scenario("09-ex2", uses=["g"], visible=True)
+def example(g, rng):
+    return {"g(1)": g(1)}
+'''
+    with pytest.raises(AuthoringError) as caught:
+        collect(_load(source, "scenarios/09_twice.py"))
+    message = str(caught.value)
+    assert "scenarios/09_twice.py" in message
+    assert "'example'" in message and "09-ex1" in message and "09-ex2" in message
+
+
+def test_two_mistakes_of_one_exercise_with_one_name_are_an_authoring_error():
+    from coursekit.scenarios import AuthoringError
+
+    source = '''
+@scenario("09-ex1", uses=["f"], visible=True)
+def example(f, rng):
+    return {"f(1)": f(1)}
+
+@mistake("09-ex1", "Off by one.")
+def f(x):
+    return x + 1
+
+@mistake("09-ex1", "Off by two.")
+def f(x):
+    return x + 2
+'''
+    namespace = _load(source, "scenarios/09_mistakes.py")
+    # The second def hides the first in the module: without the check one mistake is lost.
+    assert namespace["f"].__mistake__.message == "Off by two."
+    with pytest.raises(AuthoringError) as caught:
+        collect(namespace)
+    message = str(caught.value)
+    assert "scenarios/09_mistakes.py" in message and "09-ex1" in message and "'f'" in message
+    assert "replaces=" in message
+
+
+def test_distinct_names_and_one_name_in_two_exercises_are_fine():
+    source = '''
+@scenario("09-ex1", uses=["f"], visible=True)
+def example_f(f, rng):
+    return {"f(1)": f(1)}
+
+@scenario("09-ex2", uses=["f"], visible=True)
+def example_g(f, rng):
+    return {"f(2)": f(2)}
+
+@mistake("09-ex1", "Off by one.")
+def f(x):
+    return x + 1
+
+@mistake("09-ex1", "Off by two.", replaces="f")
+def f_plus_two(x):
+    return x + 2
+
+@mistake("09-ex2", "Off by three.")
+def f(x):
+    return x + 3
+'''
+    scenarios, mistakes = collect(_load(source, "scenarios/09_fine.py"))
+    assert [s.name for s in scenarios] == ["example_f", "example_g"]
+    assert [(m.exercise, m.replaces, m.message) for m in mistakes] == [
+        ("09-ex1", "f", "Off by one."), ("09-ex1", "f", "Off by two."),
+        ("09-ex2", "f", "Off by three.")]
+    assert [m.func(0) for m in mistakes] == [1, 2, 3]  # the hidden def is still collected
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_lesson_scenario_file_loads(lesson):
+    scenarios, mistakes = collect(support.scenario_module(lesson))
+    assert scenarios and mistakes
+    assert len({s.name for s in scenarios}) == len(scenarios)
+
+
+# --------------------------------------------------------------------------------------------
+# The fixture course (tests/fixtures/grading) grades like the lessons: its hidden scenarios draw
+# their inputs from the generator they receive
+
+def _fixture():
+    import sys
+    sys.path.insert(0, str(support.ROOT / "tests" / "fixtures" / "grading"))
+    import fixture_course
+    return fixture_course
+
+
+def test_fixture_hidden_scenarios_draw_their_inputs_from_their_rng():
+    import torch
+
+    from autograder.runner.observe import load_module
+    from coursekit.scenarios import generator
+
+    fixture = _fixture()
+    hidden = 0
+    for lesson, source in fixture.SCENARIOS.items():
+        scenarios, _ = collect(load_module(source, f"scenarios/{lesson}.py"))
+        for found in [s for s in scenarios if not s.visible]:
+            hidden += 1
+            seen: dict[int, list] = {}
+            for seed in (1, 2):
+                calls = seen.setdefault(seed, [])
+
+                def record(*args, calls=calls):
+                    calls.append(args)
+                    return (torch.zeros(1), None) if found.exercise == "01-ex2" else 0
+                found.func(**{found.uses[0]: record}, rng=generator(seed))
+            assert seen[1] and seen[2], found.name
+            assert repr(seen[1]) != repr(seen[2]), \
+                f"{lesson} {found.name}: the same inputs for two seeds: {seen[1]}"
+    assert hidden == 4
