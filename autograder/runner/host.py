@@ -103,7 +103,11 @@ class Host:
         if prologue:
             zygote = self.zygote(prologue, request)
             if zygote is not None and zygote.ok:
-                _send(control, {"event": "prologue", "executed": zygote.executed})
+                # The zygote may have run the same cells at other positions (the solution
+                # notebook's, for a reference run): its outputs go to this notebook's cells.
+                executed = [dict(done, index=cell[0])
+                            for done, cell in zip(zygote.executed, prologue)]
+                _send(control, {"event": "prologue", "executed": executed})
                 if zygote.run(dict(request, skip=len(prologue)), events, control, payload):
                     return
                 self.zygotes.pop(zygote.key, None)
@@ -112,7 +116,10 @@ class Host:
         spawn(self, dict(request, skip=0), events, control, payload)
 
     def zygote(self, prologue: list, request: dict) -> "Zygote | None":
-        key = hashlib.sha256(json.dumps([prologue, request.get("timeout"),
+        # By the cells' sources, not their positions: a released notebook and the solution
+        # notebook (a reference run) share the lesson's zygote.
+        key = hashlib.sha256(json.dumps([[source for _, source in prologue],
+                                         request.get("timeout"),
                                          request.get("max_lines")]).encode()).hexdigest()
         zygote = self.zygotes.get(key)
         if zygote is None:
