@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -161,6 +162,7 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
     # limit a group can spend minutes reclaiming before the kernel kills anything), and the
     # grader names the cell that was running, even when the notebook would have carried on.
     reported = False
+    ended = _pidfd(pid) if cgroup is not None else None  # readable once it has ended
     try:
         while True:
             try:
@@ -173,15 +175,29 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
                 reported = True
                 _send(control, {"event": "oom"})
                 cgroup.kill()
+            elif ended is not None:
+                select.select([ended], [], [], OOM_POLL_SECONDS)
             else:
                 time.sleep(OOM_POLL_SECONDS)
         oom = bool(cgroup and cgroup.out_of_memory())
         limit = bool(cgroup and cgroup.hit_limit())
+        # Reported as soon as its process has ended: the grader goes on with its feedback
+        # while this process removes the group (what is left in it is killed first). The
+        # next notebook is forked only after that: this process serves one at a time.
+        _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom,
+                        "memory_limit_hit": limit})
     finally:  # also when the host is told to stop meanwhile: no group is left behind
+        if ended is not None:
+            os.close(ended)
         if cgroup is not None:
             cgroup.remove()
-    _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom,
-                    "memory_limit_hit": limit})
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # Linux before 5.3
+        return None
 
 
 def _read_line(fd: int) -> dict:
