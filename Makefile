@@ -14,8 +14,14 @@ PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
 .PHONY: setup lab reset lab-solutions formgrader test test-hub release outputs lock clean
 
-## setup: create .venv with the locked dependencies (only when missing or out of date)
+## setup: create .venv with the locked dependencies (only when missing or out of date); notes for instructors when the grader's sandbox cannot run here
 setup: $(STAMP)
+	@$(if $(SETUP_NOTE),$(BIN)/python -m autograder.runner.sandbox --setup-note || true,:)
+
+# `make setup` (or plain `make`) probes whether the grader's sandbox can run on this machine
+# and says what to do when it cannot; never an error. Targets that only need the environment
+# (`make lab`, `make test`) skip the probe.
+SETUP_NOTE := $(if $(MAKECMDGOALS),$(filter setup,$(MAKECMDGOALS)),setup)
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

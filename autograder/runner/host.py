@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -103,7 +104,11 @@ class Host:
         if prologue:
             zygote = self.zygote(prologue, request)
             if zygote is not None and zygote.ok:
-                _send(control, {"event": "prologue", "executed": zygote.executed})
+                # The zygote may have run the same cells at other positions (the solution
+                # notebook's, for a reference run): its outputs go to this notebook's cells.
+                executed = [dict(done, index=cell[0])
+                            for done, cell in zip(zygote.executed, prologue)]
+                _send(control, {"event": "prologue", "executed": executed})
                 if zygote.run(dict(request, skip=len(prologue)), events, control, payload):
                     return
                 self.zygotes.pop(zygote.key, None)
@@ -112,7 +117,10 @@ class Host:
         spawn(self, dict(request, skip=0), events, control, payload)
 
     def zygote(self, prologue: list, request: dict) -> "Zygote | None":
-        key = hashlib.sha256(json.dumps([prologue, request.get("timeout"),
+        # By the cells' sources, not their positions: a released notebook and the solution
+        # notebook (a reference run) share the lesson's zygote.
+        key = hashlib.sha256(json.dumps([[source for _, source in prologue],
+                                         request.get("timeout"),
                                          request.get("max_lines")]).encode()).hexdigest()
         zygote = self.zygotes.get(key)
         if zygote is None:
@@ -154,25 +162,42 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
     # limit a group can spend minutes reclaiming before the kernel kills anything), and the
     # grader names the cell that was running, even when the notebook would have carried on.
     reported = False
-    while True:
-        try:
-            done, status = os.waitpid(pid, 0 if cgroup is None or reported else os.WNOHANG)
-        except InterruptedError:
-            continue
-        if done:
-            break
-        if cgroup.out_of_memory() or cgroup.hit_limit():
-            reported = True
-            _send(control, {"event": "oom"})
-            cgroup.kill()
-        else:
-            time.sleep(OOM_POLL_SECONDS)
-    oom = bool(cgroup and cgroup.out_of_memory())
-    limit = bool(cgroup and cgroup.hit_limit())
-    if cgroup is not None:
-        cgroup.remove()
-    _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom,
-                    "memory_limit_hit": limit})
+    ended = _pidfd(pid) if cgroup is not None else None  # readable once it has ended
+    try:
+        while True:
+            try:
+                done, status = os.waitpid(pid, 0 if cgroup is None or reported else os.WNOHANG)
+            except InterruptedError:
+                continue
+            if done:
+                break
+            if cgroup.out_of_memory() or cgroup.hit_limit():
+                reported = True
+                _send(control, {"event": "oom"})
+                cgroup.kill()
+            elif ended is not None:
+                select.select([ended], [], [], OOM_POLL_SECONDS)
+            else:
+                time.sleep(OOM_POLL_SECONDS)
+        oom = bool(cgroup and cgroup.out_of_memory())
+        limit = bool(cgroup and cgroup.hit_limit())
+        # Reported as soon as its process has ended: the grader goes on with its feedback
+        # while this process removes the group (what is left in it is killed first). The
+        # next notebook is forked only after that: this process serves one at a time.
+        _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom,
+                        "memory_limit_hit": limit})
+    finally:  # also when the host is told to stop meanwhile: no group is left behind
+        if ended is not None:
+            os.close(ended)
+        if cgroup is not None:
+            cgroup.remove()
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # Linux before 5.3
+        return None
 
 
 def _read_line(fd: int) -> dict:
@@ -373,18 +398,50 @@ class _Collect:
             self.done.append(message)
 
 
+def _leave_with_worker(sock: socket.socket) -> None:
+    """The host ends when the worker that started it ends (it runs in a session of its own,
+    so nothing else would stop it): killed, or done while the host still imports torch. Until
+    the host has something to clean up, SIGTERM's default action ends it silently; after
+    that, `_stop` turns it into a normal exit."""
+    import struct
+
+    from autograder.runner.sandbox import PR_SET_PDEATHSIG, _libc
+
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    # The worker made the socket pair: its pid is the peer's. If the host's parent is no
+    # longer that process, the worker ended before the signal was set.
+    try:
+        worker = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                     struct.calcsize("3i")))[0]
+    except OSError:
+        worker = 0
+    if worker and os.getppid() != worker:
+        os._exit(0)
+    # Processes forked from the host (zygotes, notebooks) keep SIGTERM's default action.
+    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+
+
+def _stop(signum, frame) -> None:
+    raise SystemExit(0)
+
+
 def main(argv: list[str]) -> int:
     fd, config = int(argv[0]), json.loads(argv[1])
     sock = socket.socket(fileno=fd)
+    _leave_with_worker(sock)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     shell.prepare(config.get("preload", []))
     host = Host(config)
-    sock.sendall(b"ready\n")
+    signal.signal(signal.SIGTERM, _stop)
     try:
+        sock.sendall(b"ready\n")
         host.serve(sock)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the worker has gone: nothing to report, only to clean up
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up is not interrupted
         for zygote in list(host.zygotes.values()):
             zygote.close()
         import shutil

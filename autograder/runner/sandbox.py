@@ -58,6 +58,8 @@ _SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126},
              "aarch64": {"pivot_root": 41, "capset": 91}}
 
 INSIDE_UID = 1000
+CAP_SYS_ADMIN = 21
+PROBE_ENV = "AUTOGRADER_SANDBOX_PROBE"  # "fail": check_available() fails (tests)
 NOBODY = 65534
 GiB = 1 << 30
 MiB = 1 << 20
@@ -311,6 +313,8 @@ def check_available() -> str | None:
     if platform.machine() not in _SYSCALLS:
         return f"The sandbox does not know this processor ({platform.machine()})."
     import tempfile
+    # For tests of the set-up note: the probe then fails as if the kernel refused.
+    simulated = os.environ.get(PROBE_ENV, "").strip().lower() == "fail"
     root = tempfile.mkdtemp(prefix="autograder-probe-")
     os.chmod(root, 0o755)
     pid = os.fork()
@@ -319,6 +323,8 @@ def check_available() -> str | None:
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 2)
+            if simulated:
+                os._exit(1)
             confine(Policy(root_dir=root, memory_limit=0))
             code = 0 if os.getuid() == INSIDE_UID and os.path.isdir("/proc/self") else 1
         except BaseException:  # noqa: BLE001
@@ -350,12 +356,42 @@ def check_available() -> str | None:
             hints.append("`sudo sysctl -w kernel.unprivileged_userns_clone=1`")
     except OSError:
         pass
+    if os.geteuid() == 0 and not _has_capability(CAP_SYS_ADMIN):
+        hints.append("the grader runs as root without CAP_SYS_ADMIN (a container's default): "
+                     "run it as an ordinary user, which needs only user namespaces, or give "
+                     "the container CAP_SYS_ADMIN (Docker: `--cap-add SYS_ADMIN`)")
     hint = "; ".join(hints) or ("allow user namespaces for this user (in a container, run it "
                                 "with user namespaces allowed, e.g. Docker's "
                                 "`--security-opt seccomp=unconfined`)")
     return ("This machine does not let the grader create the namespaces its sandbox needs "
             f"(user, mount, PID, network): {hint}. Or grade with --no-sandbox, which is as "
-            "unsafe as plain nbgrader.")
+            "unsafe as plain nbgrader."
+            + (f" (Simulated: {PROBE_ENV}=fail is set.)" if simulated else ""))
+
+
+def _has_capability(number: int) -> bool:
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> number & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return True
+
+
+def setup_note() -> str | None:
+    """What `make setup` tells an instructor when this machine cannot confine notebooks
+    (None when it can). Never an error: students set up the same way and need no sandbox."""
+    try:
+        problem = check_available()
+    except Exception as err:  # noqa: BLE001 (a note, whatever happens)
+        problem = f"The sandbox's probe failed: {err}."
+    if problem is None:
+        return None
+    return ("Note for instructors (students can ignore it: `make lab` does not need it): "
+            "`make grade` runs each notebook in a sandbox, and it cannot run on this machine, "
+            "so grading would stop before it starts. " + problem + " README.md (For "
+            "instructors) says what the sandbox needs.")
 
 
 def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
@@ -579,3 +615,10 @@ def _drop_privileges() -> None:
     header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
     data = (_CapData * 2)()
     _check(_syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+if __name__ == "__main__":  # `make setup`: a note when the sandbox cannot run here
+    if sys.argv[1:] == ["--setup-note"]:
+        _note = setup_note()
+        if _note:
+            print(_note)
