@@ -12,7 +12,9 @@ SHA-256 of the released notebook is recorded at copy time in `work/.coursekit/st
 
 The start page is rewritten whenever JupyterLab saves a lesson (a post-save hook set in
 jupyter/student/jupyter_server_config.py), with each lesson's progress read from the saved
-test-cell outputs of the student's copy.
+test-cell outputs of the student's copy; a small JupyterLab extension
+(jupyter/student/labextensions/coursekit-start-page) reloads the open start page when it is
+shown and after each save, so the student never sees old numbers.
 """
 
 from __future__ import annotations
@@ -298,9 +300,8 @@ def start_page(work: Path, root: Path = COURSE_ROOT) -> str:
     parts += ["## Lessons", "",
               "Take them in order; each builds on the ones before.", "",
               "| | Lesson | You will be able to | Your progress |", "|---|---|---|---|", *rows, "",
-              "Progress counts the exercises whose test cell passed in your saved notebook. It "
-              "is updated each time you save a lesson (Ctrl+S, or Validate); to see the new "
-              "numbers here, choose **File ▸ Reload from Disk**.", "",
+              "Progress counts the exercises whose test cell passed in your saved notebook, and "
+              "is updated each time you save a lesson (**Ctrl+S**).", "",
               "## How to work", "",
               "1. Open a lesson and run its cells in order from the top: **Shift+Enter** runs "
               "one cell, **Run ▸ Run All Cells** runs them all.",
@@ -374,6 +375,8 @@ def lab_command(work: Path, root: Path = COURSE_ROOT, extra: list[str] | None = 
         f"--LabApp.user_settings_dir={work / LAB_STATE / 'settings'}",
         f"--LabApp.workspaces_dir={work / LAB_STATE / 'workspaces'}",
         f"--LabApp.default_url=/lab/tree/{START_PAGE}",
+        # coursekit-start-page: reloads the start page when it is shown and after a save
+        f"--LabApp.extra_labextensions_path={root / 'jupyter' / 'student' / 'labextensions'}",
         "--LabApp.news_url=None",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         *(extra or []),
