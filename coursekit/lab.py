@@ -42,9 +42,11 @@ _LESSON_NAME = re.compile(r"^\d{2}_[a-z0-9_]+$")
 _TITLE = re.compile(r"^#\s+Lesson\s+(\d+)\s*[—–-]\s*(.+?)\s*$", re.M)
 _TABLE_ROW = re.compile(r"^\|\s*`(\d{2}_[a-z0-9_]+)`\s*\|\s*(.+?)\s*\|\s*$", re.M)
 
-# JupyterLab settings a student starts with (kept in work/.coursekit/lab/settings, written only
-# where the student has no setting of their own): no news or update pop-ups, Markdown files
-# (the start page) open rendered, and the file browser gives the lesson names its whole width.
+# JupyterLab settings a student starts with (kept in work/.coursekit/lab/settings; a setting the
+# student has set is never changed): no news or update pop-ups; Markdown files (the start page)
+# open rendered; the file browser gives the lesson names its whole width; a notebook starts its
+# kernel without asking which one (Run All clicked while the kernel was still starting would
+# otherwise open a "Select Kernel" dialog).
 LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
         "fetchNews": "false", "checkForUpdates": False},
@@ -52,6 +54,8 @@ LAB_SETTINGS = {
         "defaultViewers": {"markdown": "Markdown Preview"}},
     "@jupyterlab/filebrowser-extension/browser.jupyterlab-settings": {
         "showLastModifiedColumn": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+        "autoStartDefaultKernel": True},
 }
 
 
@@ -208,12 +212,24 @@ def prepare(work: Path, root: Path = COURSE_ROOT) -> list[str]:
 
 
 def seed_lab_settings(work: Path) -> Path:
+    """Write the course's JupyterLab settings into work/.coursekit/lab/settings: a missing file
+    is created, a file the student has holds the settings it lacks added (one JupyterLab could
+    not read as plain JSON, say with comments, is left as it is)."""
     settings = work / LAB_STATE / "settings"
     for name, values in LAB_SETTINGS.items():
         target = settings / name
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(values, indent=2) + "\n", encoding="utf-8")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            current = json.loads(target.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            current = {}
+        except (OSError, ValueError):
+            continue
+        if not isinstance(current, dict):
+            continue
+        merged = {**values, **current}
+        if merged != current or not target.exists():
+            target.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
     (work / LAB_STATE / "workspaces").mkdir(parents=True, exist_ok=True)
     return settings
 
