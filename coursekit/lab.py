@@ -12,7 +12,9 @@ SHA-256 of the released notebook is recorded at copy time in `work/.coursekit/st
 
 The start page is rewritten whenever JupyterLab saves a lesson (a post-save hook set in
 jupyter/student/jupyter_server_config.py), with each lesson's progress read from the saved
-test-cell outputs of the student's copy.
+test-cell outputs of the student's copy; a small JupyterLab extension
+(jupyter/student/labextensions/coursekit-start-page) reloads the open start page when it is
+shown and after each save, so the student never sees old numbers.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ _LESSON_NAME = re.compile(r"^\d{2}_[a-z0-9_]+$")
 _TITLE = re.compile(r"^#\s+Lesson\s+(\d+)\s*[—–-]\s*(.+?)\s*$", re.M)
 _TABLE_ROW = re.compile(r"^\|\s*`(\d{2}_[a-z0-9_]+)`\s*\|\s*(.+?)\s*\|\s*$", re.M)
 
-# JupyterLab settings a student starts with (kept in work/.coursekit/lab/settings, written only
-# where the student has no setting of their own): no news or update pop-ups, Markdown files
-# (the start page) open rendered, and the file browser gives the lesson names its whole width.
+# JupyterLab settings a student starts with (kept in work/.coursekit/lab/settings; a setting the
+# student has set is never changed): no news or update pop-ups; Markdown files (the start page)
+# open rendered; the file browser gives the lesson names its whole width; a notebook starts its
+# kernel without asking which one (Run All clicked while the kernel was still starting would
+# otherwise open a "Select Kernel" dialog).
 LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
         "fetchNews": "false", "checkForUpdates": False},
@@ -50,6 +54,8 @@ LAB_SETTINGS = {
         "defaultViewers": {"markdown": "Markdown Preview"}},
     "@jupyterlab/filebrowser-extension/browser.jupyterlab-settings": {
         "showLastModifiedColumn": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+        "autoStartDefaultKernel": True},
 }
 
 
@@ -206,12 +212,24 @@ def prepare(work: Path, root: Path = COURSE_ROOT) -> list[str]:
 
 
 def seed_lab_settings(work: Path) -> Path:
+    """Write the course's JupyterLab settings into work/.coursekit/lab/settings: a missing file
+    is created, a file the student has holds the settings it lacks added (one JupyterLab could
+    not read as plain JSON, say with comments, is left as it is)."""
     settings = work / LAB_STATE / "settings"
     for name, values in LAB_SETTINGS.items():
         target = settings / name
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(values, indent=2) + "\n", encoding="utf-8")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            current = json.loads(target.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            current = {}
+        except (OSError, ValueError):
+            continue
+        if not isinstance(current, dict):
+            continue
+        merged = {**values, **current}
+        if merged != current or not target.exists():
+            target.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
     (work / LAB_STATE / "workspaces").mkdir(parents=True, exist_ok=True)
     return settings
 
@@ -298,9 +316,8 @@ def start_page(work: Path, root: Path = COURSE_ROOT) -> str:
     parts += ["## Lessons", "",
               "Take them in order; each builds on the ones before.", "",
               "| | Lesson | You will be able to | Your progress |", "|---|---|---|---|", *rows, "",
-              "Progress counts the exercises whose test cell passed in your saved notebook. It "
-              "is updated each time you save a lesson (Ctrl+S, or Validate); to see the new "
-              "numbers here, choose **File ▸ Reload from Disk**.", "",
+              "Progress counts the exercises whose test cell passed in your saved notebook, and "
+              "is updated each time you save a lesson (**Ctrl+S**).", "",
               "## How to work", "",
               "1. Open a lesson and run its cells in order from the top: **Shift+Enter** runs "
               "one cell, **Run ▸ Run All Cells** runs them all.",
@@ -374,6 +391,8 @@ def lab_command(work: Path, root: Path = COURSE_ROOT, extra: list[str] | None = 
         f"--LabApp.user_settings_dir={work / LAB_STATE / 'settings'}",
         f"--LabApp.workspaces_dir={work / LAB_STATE / 'workspaces'}",
         f"--LabApp.default_url=/lab/tree/{START_PAGE}",
+        # coursekit-start-page: reloads the start page when it is shown and after a save
+        f"--LabApp.extra_labextensions_path={root / 'jupyter' / 'student' / 'labextensions'}",
         "--LabApp.news_url=None",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         *(extra or []),
