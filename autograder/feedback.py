@@ -436,7 +436,10 @@ class FeedbackHTMLExporter(HTMLExporter):
         cell = context.get("cell", {})
         if cell.get("attachments"):
             return clean_html(super().markdown2html(context, source))
-        path = context.get("resources", {}).get("metadata", {}).get("path", "")
+        # The notebook's folder matters only to embed images it links to: otherwise the same
+        # markdown (the lesson's, in every student's notebook) renders once per worker.
+        path = context.get("resources", {}).get("metadata", {}).get("path", "") \
+            if self.embed_images else ""
         key = (source, path)
         found = self._markdown.get(key)
         if found is None:

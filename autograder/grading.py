@@ -337,11 +337,6 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
         results, tasks = _plan(found, chosen, specs, lesson_ids, skipped,
                                root / "submitted" if in_place else None)
         results = _roster_rows(results, intake, chosen, specs)
-        classmates: dict[str, list[str]] = {}
-        for task in tasks:  # reference runs are made once for all of a lesson's students
-            classmates.setdefault(task["lesson"], []).append(task["student"])
-        for task in tasks:
-            task["classmates"] = classmates[task["lesson"]]
         # Lesson by lesson: a worker then runs a lesson's shared prologue once.
         tasks.sort(key=lambda t: (chosen.index(t["lesson"]), t["student"]))
         _prepare_course(config, root, results, tasks, out, submissions, in_place)

@@ -27,6 +27,11 @@ from autograder.autograde import Result, Settings
 from autograder.release import nbgrader_env
 
 STARTUP_FAILURES_ALLOWED = 3
+REFERENCE_BATCH = 16  # students whose reference outcomes one reference run computes
+# A worker joins a lesson other workers are on only when what is left of it would take them
+# longer than this many times the cost of its first notebook there (prologue, references).
+JOIN_FACTOR = 1.5
+TRACE_ENV = "AUTOGRADER_POOL_TRACE"  # a file where the pool appends its timeline (benchmarks)
 
 
 def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> None:
@@ -58,14 +63,18 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
     except BaseException:  # noqa: BLE001
         conn.send(("failed", traceback.format_exc()))
         return
-    conn.send(("ready", os.getpid()))
+    conn.send(("ready", time.monotonic()))  # when it was ready (the pool may read it later)
     while True:
         try:
             task = conn.recv()
         except (EOFError, KeyboardInterrupt):
-            return
+            task = None
         if task is None:
-            return
+            # Everything this worker wrote is written (the gradebook's sessions are committed,
+            # the feedback files closed): stop the runner host and leave at once, without the
+            # seconds Python takes to tear down torch, nbgrader and their objects.
+            executor.shutdown()
+            os._exit(0)
         try:
             if task.get("classmates"):
                 executor.ForkedExecute.set_class({task["lesson"]: task["classmates"]})
@@ -94,8 +103,27 @@ class _Worker:
         self.conn = Connection(ours.detach())
         self.task: dict | None = None
         self.lesson: str | None = None
+        self.references: dict[str, set[str]] = {}  # lesson -> students it has references for
         self.ready = False
-        self.started = time.monotonic()
+        self.number = 0
+
+    def reference_batch(self, task: dict, pending: "_Queue") -> list[str]:
+        """The students whose reference outcomes the worker computes with `task`'s: none new
+        when it has them already; else this one and the next students of the lesson not yet
+        handed to any worker (it will likely grade them, not those graded elsewhere), at most
+        REFERENCE_BATCH, so that a reference run stays within one cell's time limit however
+        large the class."""
+        known = self.references.setdefault(task["lesson"], set())
+        if task["student"] in known:
+            return [task["student"]]
+        batch = [task["student"]]
+        for waiting in pending.lessons.get(task["lesson"]) or ():
+            if len(batch) >= REFERENCE_BATCH:
+                break
+            if waiting["student"] not in known:
+                batch.append(waiting["student"])
+        known.update(batch)
+        return batch
 
     @property
     def exitcode(self) -> int | None:
@@ -123,11 +151,26 @@ class WorkerPool:
     def __init__(self, settings: Settings, jobs: int, preload: list[str]) -> None:
         self.settings, self.jobs, self.preload = settings, max(1, jobs), list(preload)
         self.workers: list[_Worker] = []
+        self.spawned = 0
+        # When each worker started, became ready, was handed a task and returned it
+        # (monotonic seconds): written to $AUTOGRADER_POOL_TRACE, for benchmarks/grading.py.
+        self.timeline: list[dict] = []
+
+    def note(self, event: str, worker: "_Worker", **details) -> None:
+        self.timeline.append({"t": time.monotonic(), "event": event, "worker": worker.number,
+                              **details})
+
+    def spawn(self) -> "_Worker":
+        worker = _Worker(self.settings, self.preload)
+        self.spawned += 1
+        worker.number = self.spawned
+        self.note("spawn", worker)
+        return worker
 
     def start(self, count: int | None = None) -> None:
         for _ in range(min(self.jobs, self.jobs if count is None else count)
                        - len(self.workers)):
-            self.workers.append(_Worker(self.settings, self.preload))
+            self.workers.append(self.spawn())
 
     def run(self, tasks: Iterable[dict], on_result: Callable[[Result], None]) -> None:
         """Grade `tasks` ({student, lesson, notes}); report each Result as it comes."""
@@ -151,6 +194,19 @@ class WorkerPool:
                 pass
             worker.kill()
         self.workers = []
+        self.timeline.append({"t": time.monotonic(), "event": "closed", "worker": 0})
+        self.write_trace()
+
+    def write_trace(self) -> None:
+        path = os.environ.get(TRACE_ENV)
+        if path and self.timeline:
+            try:
+                with open(path, "a", encoding="utf-8") as handle:
+                    for event in self.timeline:
+                        handle.write(json.dumps(event) + "\n")
+            except OSError:
+                pass
+            self.timeline = []
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -162,12 +218,34 @@ class WorkerPool:
 class _Queue:
     """Tasks by lesson. A worker keeps to one lesson while it has tasks (it has run that
     lesson's prologue once), else takes a lesson no other worker is on; only at the end do
-    two workers share a lesson."""
+    two workers share a lesson, and only where that saves time: a worker's first notebook of
+    a lesson costs the lesson's prologue and a reference run more than the others (measured
+    on the workers already on it), and the worker joins only when what is left of the lesson
+    would take its worker longer than JOIN_FACTOR times that."""
 
     def __init__(self, tasks: Iterable[dict]) -> None:
         self.lessons: dict[str, deque] = {}
         for task in tasks:
             self.lessons.setdefault(task["lesson"], deque()).append(task)
+        self.seconds: dict[str, dict[int, list[float]]] = {}  # lesson -> worker -> times
+
+    def record(self, worker: int, lesson: str | None, seconds: float) -> None:
+        if lesson:
+            self.seconds.setdefault(lesson, {}).setdefault(worker, []).append(float(seconds))
+
+    def costs(self, lesson: str) -> tuple[float, float] | None:
+        """(a notebook's usual time, a worker's extra time for its first) in `lesson`, once a
+        worker has graded at least two of its notebooks; else None."""
+        usual, extra = [], []
+        for times in self.seconds.get(lesson, {}).values():
+            if len(times) >= 2:
+                rest = sorted(times[1:])
+                typical = rest[len(rest) // 2]
+                usual.append(typical)
+                extra.append(max(0.0, times[0] - typical))
+        if not usual:
+            return None
+        return sum(usual) / len(usual), sum(extra) / len(extra)
 
     def __len__(self) -> int:
         return sum(len(queue) for queue in self.lessons.values())
@@ -182,19 +260,29 @@ class _Queue:
     def put_back(self, task: dict) -> None:
         self.lessons.setdefault(task["lesson"], deque()).appendleft(task)
 
-    def take(self, current: str | None, taken_by_others: set[str]) -> dict | None:
+    def take(self, current: str | None, taken_by_others: set[str],
+             busy_elsewhere: set[str] = frozenset()) -> dict | None:
+        """The next task for a worker on lesson `current`; None when there is none, or when
+        joining the lessons other workers are busy with would not save time."""
         if current and self.lessons.get(current):
             return self.lessons[current].popleft()
         waiting = [lesson for lesson, queue in self.lessons.items() if queue]
         if not waiting:
             return None
         free = [lesson for lesson in waiting if lesson not in taken_by_others]
-        lesson = free[0] if free else max(waiting, key=lambda name: len(self.lessons[name]))
+        if free:
+            return self.lessons[free[0]].popleft()
+        lesson = max(waiting, key=lambda name: len(self.lessons[name]))
+        costs = self.costs(lesson)
+        if lesson in busy_elsewhere and costs is not None:
+            usual, extra = costs
+            if len(self.lessons[lesson]) * usual <= JOIN_FACTOR * extra:
+                return None
         return self.lessons[lesson].popleft()
 
 
 def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None]) -> None:
-    settings, preload = pool.settings, pool.preload
+    settings = pool.settings
     workers = pool.workers
     startup_failures = 0
     failure_detail = ""
@@ -216,8 +304,13 @@ def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None])
         for worker in workers:
             if worker.task is None and pending:
                 others = {w.lesson for w in workers if w is not worker and w.lesson}
-                worker.task = pending.take(worker.lesson, others)
+                busy = {w.lesson for w in workers if w is not worker and w.task is not None}
+                task = pending.take(worker.lesson, others, busy)
+                if task is None:  # joining a lesson would cost more than it saves: wait
+                    continue
+                worker.task = dict(task, classmates=worker.reference_batch(task, pending))
                 worker.lesson = worker.task["lesson"]
+                pool.note("task", worker, student=task["student"], lesson=task["lesson"])
                 try:
                     worker.conn.send(worker.task)
                 except (OSError, ValueError):
@@ -233,11 +326,15 @@ def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None])
                 else:
                     if kind == "ready":
                         worker.ready = True
+                        pool.note("ready", worker, since=payload)
                     elif kind == "failed":
                         failure_detail = payload
                         died = True
                     elif kind == "result":
+                        pending.record(worker.number, payload.get("lesson"),
+                                       payload.get("seconds", 0.0))
                         worker.task = None
+                        pool.note("result", worker, seconds=payload.get("seconds", 0.0))
                         on_result(Result(**payload))
             if not died:
                 continue
@@ -252,7 +349,7 @@ def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None])
                 fail(worker.task, "The grading process died while grading this notebook "
                                   f"(exit code {code}). Your instructor can review it.")
             if startup_failures < STARTUP_FAILURES_ALLOWED and pending:
-                workers.append(_Worker(settings, preload))
+                workers.append(pool.spawn())
 
 
 def _record_failure(settings: Settings, result: Result) -> None:

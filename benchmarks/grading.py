@@ -1,22 +1,35 @@
-"""Benchmark the grading command against plain `nbgrader autograde`.
+"""Benchmark the grading command (sandbox on) against plain `nbgrader autograde`.
 
-    .venv/bin/python benchmarks/grading.py [--students 20] [--sample 14] [--jobs N] [--keep DIR]
+    .venv/bin/python benchmarks/grading.py [--students 20] [--sample 14] [--jobs N]
+                                           [--sandbox-runs 12] [--no-sandbox] [--keep DIR]
 
 Builds a synthetic class from solutions/ and notebooks/ (every lesson for each student, in
 turn correct, partly right, partly right, blank), grades all of it with
-`python -m autograder grade` in a copy of the course, and grades a sample of it (one notebook
-of each lesson and kind of student, `--sample` notebooks) with `nbgrader autograde <lesson>`,
-serially, in another copy. It checks that both give the sample the same scores, then prints
-notebooks per second for both, the grading time per notebook beyond the cells it ran (the
-overhead), peak memory of each run's processes, and last `speedup_vs_nbgrader=<ratio>`:
-nbgrader's time per notebook over ours, each measured on the whole run (start-up included).
+`python -m autograder grade` in a copy of the course (each notebook confined in the sandbox,
+the trusted verdicts' reference runs included), and grades a sample of it (one notebook of
+each lesson and kind of student, `--sample` notebooks; 0: none) with
+`nbgrader autograde <lesson>`, serially, in another copy. It checks that both give the sample
+the same scores, then prints notebooks per second for both, where the grading command's time
+went, the sandbox's own cost per notebook (a notebook of one trivial cell run confined and
+unconfined, `--sandbox-runs` times each, through the same runner host as grading), peak memory
+of each run's processes, and last
+
+    speedup_vs_nbgrader=<ratio> efficiency=<ratio>
+
+speedup: nbgrader's time per notebook over ours, each measured on the whole run (start-up
+included). efficiency: the running time of the notebooks' own cells (as each notebook's
+process measured it: not the lesson's worked examples shared by all, not the checks) over the
+command's wall time times its workers. The machine's load is printed before and after: other
+work on the machine changes both figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
+import statistics
 import re
 import shutil
 import subprocess
@@ -87,7 +100,7 @@ def run_measured(command: list[str], **kwargs) -> tuple[float, PeakMemory, subpr
 
 def copy_course(dest: Path) -> Path:
     dest.mkdir(parents=True)
-    for name in ("solutions", "notebooks"):
+    for name in ("solutions", "notebooks", "scenarios"):  # scenarios: the trusted checks
         shutil.copytree(REPO / name, dest / name,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     shutil.copy(REPO / "nbgrader_config.py", dest / "nbgrader_config.py")
@@ -99,16 +112,124 @@ def read_grades(path: Path) -> dict[tuple[str, str], dict]:
         return {(row["student_id"], row["lesson"]): row for row in csv.DictReader(handle)}
 
 
-def read_timings(log: Path) -> list[tuple[float, float, float]]:
-    """(seconds, cells run, shared prologue) for each graded notebook, from grading.log."""
-    pattern = re.compile(r"^== .*: (?:graded|timeout|error), .* ([\d.]+) s "
+def read_timings(log: Path) -> list[dict]:
+    """Each graded notebook's line of grading.log: student, lesson, seconds in its worker,
+    its cells' running time and its shared prologue's."""
+    pattern = re.compile(r"^== (\S+) / (\S+): (?:graded|timeout|error), .* ([\d.]+) s "
                          r"\(cells ([\d.]+) s, shared ([\d.]+) s\)$")
     timings = []
     for line in log.read_text(encoding="utf-8").splitlines():
         match = pattern.match(line)
         if match:
-            timings.append(tuple(float(x) for x in match.groups()))
+            student, lesson, *numbers = match.groups()
+            seconds, cells, shared = (float(x) for x in numbers)
+            timings.append({"student": student, "lesson": lesson, "seconds": seconds,
+                            "cells": cells, "shared": shared})
     return timings
+
+
+def read_trace(path: Path) -> dict[int, dict]:
+    """The pool's timeline ($AUTOGRADER_POOL_TRACE), by worker: when it was started, when it
+    was ready, and each task: (handed out, returned, lesson, student)."""
+    workers: dict[int, dict] = {}
+    if not path.is_file():
+        return workers
+    for line in path.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event["event"] == "closed":  # the pool, once its workers had stopped
+            workers.setdefault(0, {})["closed"] = event["t"]
+            continue
+        worker = workers.setdefault(event["worker"], {"spawn": None, "ready": None,
+                                                      "tasks": []})
+        if event["event"] == "spawn":
+            worker["spawn"] = event["t"]
+        elif event["event"] == "ready":  # when the worker was ready, not when it was read
+            worker["ready"] = event.get("since", event["t"])
+        elif event["event"] == "task":
+            worker["tasks"].append({"sent": event["t"], "lesson": event["lesson"],
+                                    "student": event["student"]})
+        elif event["event"] == "result" and worker["tasks"]:
+            worker["tasks"][-1]["done"] = event["t"]
+    return workers
+
+
+def where_time_went(started: float, ended: float, jobs: int, workers: dict[int, dict],
+                    timings: list[dict]) -> list[tuple[str, float]]:
+    """The command's wall time x workers, split: (what, seconds)."""
+    cells = sum(t["cells"] for t in timings)
+    closed = min(workers.pop(0, {}).get("closed", ended), ended)
+    startup = reading = first_extra = rest = between = end = 0.0
+    for worker in workers.values():
+        tasks = [t for t in worker["tasks"] if "done" in t]
+        if not tasks:
+            continue
+        ready = worker["ready"] or tasks[0]["sent"]  # a task handed out earlier waits for it
+        startup += max(0.0, ready - max(started, worker["spawn"] or started)) + \
+            max(0.0, (worker["spawn"] or started) - started)
+        reading += max(0.0, tasks[0]["sent"] - ready)
+        for before, after in zip(tasks, tasks[1:]):
+            between += max(0.0, after["sent"] - before["done"])
+        end += max(0.0, closed - tasks[-1]["done"])
+        # A worker's first notebook of a lesson also starts the lesson's prologue process
+        # and runs the reference solution: its time beyond that lesson's usual notebook.
+        lessons: dict[str, list[float]] = {}
+        for task in tasks:
+            lessons.setdefault(task["lesson"], []).append(
+                task["done"] - max(task["sent"], ready))
+        for times in lessons.values():
+            usual = statistics.median(times[1:]) if len(times) > 1 else 0.0
+            first_extra += max(0.0, times[0] - usual)
+            rest += sum(times) - max(0.0, times[0] - usual)
+    rest -= cells
+    total = (ended - started) * jobs
+    parts = [("cells the notebooks ran (their own, not the shared prologues)", cells),
+             ("each notebook's grading beyond its cells (sandbox, checks, nbgrader's "
+              "steps, feedback)", rest),
+             ("a worker's first notebook of a lesson: its prologue process and the "
+              "reference runs", first_extra),
+             ("start-up: the command, the workers, their runner hosts", startup),
+             ("reading and importing the class, workers ready", reading),
+             ("between notebooks (waiting for the pool, or for a lesson worth joining)",
+              between),
+             ("after a worker's last notebook, until the workers stopped", end),
+             ("the class report, grades.csv and grading.log, after that",
+              (ended - closed) * jobs)]
+    accounted = sum(seconds for _, seconds in parts)
+    parts.append(("not accounted for (workers replaced, rounding)", total - accounted))
+    return parts
+
+
+def sandbox_cost(runs: int) -> dict[str, float]:
+    """Median wall time of a notebook of one trivial cell, through a runner host as grading
+    starts it, confined and not: the difference is the sandbox's own cost per notebook
+    (namespaces, the filesystem view, the cgroup, and tearing them down)."""
+    from autograder.executor import Host, host_config
+
+    medians = {}
+    for sandbox in (True, False):
+        host = Host(host_config(4 << 30, 1, sandbox))
+        host.start()
+        try:
+            times = []
+            for _ in range(runs):
+                request = {"cells": [(0, "x = 1")], "prologue": 0, "timeout": 60,
+                           "max_lines": 1000, "files_from": None, "observe": None}
+                began = time.perf_counter()
+                run = host.run(request, timeout=60, budget=600)
+                times.append(time.perf_counter() - began)
+                if run.outcome != "ok":
+                    raise RuntimeError(f"the trivial notebook did not run: {run.outcome} "
+                                       f"{run.detail}")
+            medians["confined" if sandbox else "unconfined"] = statistics.median(times)
+        finally:
+            host.stop()
+    medians["cost"] = medians["confined"] - medians["unconfined"]
+    return medians
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
 
 
 def gib(size: float) -> str:
@@ -121,8 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--students", type=int, default=20)
     parser.add_argument("--sample", type=int, default=14,
                         help="notebooks graded with nbgrader autograde (default 14: each lesson "
-                             "twice, correct and blank or partly right)")
+                             "twice, correct and blank or partly right; 0: none, no speedup)")
     parser.add_argument("--jobs", type=int, default=None, help="--jobs of the grading command")
+    parser.add_argument("--sandbox-runs", type=int, default=12,
+                        help="trivial notebooks run each way to measure the sandbox's cost "
+                             "(0: not measured)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="grade without the sandbox (as unsafe as nbgrader; to compare)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="work in this folder and keep it (default: a temporary folder)")
     args = parser.parse_args(argv)
@@ -133,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     env = dict(nbgrader_env(), CI="true")
     try:
+        print(f"Machine: {load()} before the run")
         lessons = course_lessons(REPO)
         fast_root = copy_course(work / "course-fast")
         slow_root = copy_course(work / "course-nbgrader")
@@ -146,8 +273,14 @@ def main(argv: list[str] | None = None) -> int:
                    "--out", str(work / "out"), "--course-root", str(fast_root), "--no-progress"]
         if args.jobs:
             command += ["--jobs", str(args.jobs)]
-        ours, ours_memory, process = run_measured(command, cwd=REPO, env=env,
-                                                  stdout=subprocess.PIPE, text=True)
+        if args.no_sandbox:
+            command += ["--no-sandbox"]
+        trace = work / "pool-trace.jsonl"
+        started = time.monotonic()
+        ours, ours_memory, process = run_measured(
+            command, cwd=REPO, env=dict(env, AUTOGRADER_POOL_TRACE=str(trace)),
+            stdout=subprocess.PIPE, text=True)
+        ended = time.monotonic()
         summary = process.stdout.read()
         if process.returncode != 0:
             print(summary)
@@ -156,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
         jobs = int(re.search(r"(\d+) workers?", summary).group(1))
         grades = read_grades(work / "out" / "grades.csv")
         timings = read_timings(work / "out" / "grading.log")
+        parts = where_time_went(started, ended, jobs, read_trace(trace), timings)
+        cost = sandbox_cost(args.sandbox_runs) if args.sandbox_runs and not args.no_sandbox \
+            else None
 
         # A sample with nbgrader autograde, one lesson at a time, serially.
         sample: list[tuple[str, str]] = []
@@ -186,41 +322,52 @@ def main(argv: list[str] | None = None) -> int:
                 theirs_peak, theirs_processes = memory.peak_bytes, memory.peak_processes
 
         # Same scores?
-        from nbgrader.api import Gradebook
         disagree = []
-        with Gradebook(f"sqlite:///{slow_root / 'gradebook.db'}", "autograd-hooks") as gb:
-            for student, lesson in sample:
-                theirs_score = gb.find_submission(lesson, student).score
-                ours_score = float(grades[(student, lesson)]["score"])
-                if theirs_score != ours_score:
-                    disagree.append((student, lesson, ours_score, theirs_score))
+        if sample:
+            from nbgrader.api import Gradebook
+            with Gradebook(f"sqlite:///{slow_root / 'gradebook.db'}", "autograd-hooks") as gb:
+                for student, lesson in sample:
+                    theirs_score = gb.find_submission(lesson, student).score
+                    ours_score = float(grades[(student, lesson)]["score"])
+                    if theirs_score != ours_score:
+                        disagree.append((student, lesson, ours_score, theirs_score))
 
         per_ours = ours / notebooks
-        per_theirs = theirs / len(sample)
-        ran = sum(t[1] for t in timings)
-        shared = sum(t[2] for t in timings)
-        overhead = sum(t[0] - t[1] for t in timings) / max(1, len(timings))
-        all_in = (ours * jobs - ran) / notebooks
-        print(f"ours:     {notebooks} notebooks in {ours:.1f} s with {jobs} workers: "
-              f"{notebooks / ours:.2f} notebooks/s, {per_ours:.3f} s a notebook")
+        ran = sum(t["cells"] for t in timings)
+        shared = sum(t["shared"] for t in timings)
+        efficiency = ran / (ours * jobs)
+        print(f"ours:     {notebooks} notebooks in {ours:.1f} s with {jobs} workers, sandbox "
+              f"{'OFF' if args.no_sandbox else 'on'}: {notebooks / ours:.2f} notebooks/s, "
+              f"{per_ours:.3f} s a notebook")
         print(f"          cells run {ran / notebooks:.3f} s a notebook; prologues run once and "
               f"shared: {shared / notebooks:.3f} s a notebook saved")
-        print(f"          overhead (grading time beyond the cells run): {overhead:.3f} s a "
-              f"notebook in the workers; {all_in:.3f} s a notebook all-in (start-up, import, "
-              f"feedback, {jobs} workers' time)")
+        print(f"          where the time went ({ours:.1f} s x {jobs} workers = "
+              f"{ours * jobs:.1f} s):")
+        for what, seconds in parts:
+            print(f"            {seconds:7.1f} s {100 * seconds / (ours * jobs):5.1f} %  {what}")
+        if cost is not None:
+            print(f"          sandbox's own cost: {cost['cost']:.3f} s a notebook (a one-cell "
+                  f"notebook: {cost['confined']:.3f} s confined, {cost['unconfined']:.3f} s "
+                  f"not; median of {args.sandbox_runs} each)")
         print(f"          peak memory {gib(ours_memory.peak_bytes)} PSS "
               f"({ours_memory.peak_processes} processes: the command, {jobs} workers, their "
-              "prologue processes and notebooks)")
-        print(f"nbgrader: {len(sample)} notebooks in {theirs:.1f} s, serially: "
-              f"{len(sample) / theirs:.2f} notebooks/s, {per_theirs:.3f} s a notebook; "
-              f"peak memory {gib(theirs_peak)} PSS ({theirs_processes} processes)")
-        if disagree:
-            print(f"scores DISAGREE on {len(disagree)} of {len(sample)} sample notebooks:")
-            for item in disagree:
-                print("  ", item)
-        else:
-            print(f"scores agree on all {len(sample)} sample notebooks")
-        print(f"speedup_vs_nbgrader={per_theirs / per_ours:.1f}")
+              "runner hosts, prologue processes and notebooks)")
+        if sample:
+            per_theirs = theirs / len(sample)
+            print(f"nbgrader: {len(sample)} notebooks in {theirs:.1f} s, serially: "
+                  f"{len(sample) / theirs:.2f} notebooks/s, {per_theirs:.3f} s a notebook; "
+                  f"peak memory {gib(theirs_peak)} PSS ({theirs_processes} processes)")
+            if disagree:
+                print(f"scores DISAGREE on {len(disagree)} of {len(sample)} sample notebooks:")
+                for item in disagree:
+                    print("  ", item)
+            else:
+                print(f"scores agree on all {len(sample)} sample notebooks")
+        print(f"Machine: {load()} after the run")
+        figures = [f"efficiency={efficiency:.2f}"]
+        if sample:
+            figures.insert(0, f"speedup_vs_nbgrader={per_theirs / per_ours:.1f}")
+        print(" ".join(figures))
         return 1 if disagree else 0
     finally:
         if not args.keep:

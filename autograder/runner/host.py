@@ -450,4 +450,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    _code = main(sys.argv[1:])
+    sys.stderr.flush()
+    os._exit(_code)  # what it started is stopped and its folder gone: no slow teardown
