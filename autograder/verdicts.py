@@ -10,6 +10,15 @@ A scenario run travels as one of
     {"observations": {...}}                      the scenario returned these
     {"raised": "TypeError", "message": "..."}    the scenario (the answer in it) raised
     {"unreportable": "..."}                      the observations could not be encoded
+
+What a check says in the feedback never quotes text from the report. The answer under test
+runs in the same process as the scenario module (hidden scenarios and mistakes included), so
+a hostile answer can find that source in its memory and try to carry it out in whatever the
+feedback echoes: an exception's message or class name, an unexpected key, a string it returns,
+the reason its results could not be reported. Those are told by kind only (an exception's
+type when it is one of Python's own, else "an exception of its own class"). Numbers are shown
+where they help (a visible check's values, shapes, list lengths): a few numbers per check,
+which carry no expected value of a hidden check, since none ever enters the sandbox.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import builtins
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +36,13 @@ MAX_REPORT_BYTES = 64 << 20  # the whole observations report of one notebook
 _DTYPES = {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
            "uint8", "bool"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}")
+
+
+# The exception classes whose names the feedback may quote: Python's own, never a class the
+# answer defined (whose name it chose).
+_PYTHON_EXCEPTIONS = frozenset(
+    name for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException))
 
 
 class ReportError(ValueError):
@@ -188,12 +205,20 @@ class Check:
 
 
 def _short(value: Any, limit: int = 120) -> str:
+    if isinstance(value, str):
+        return "a string" if len(value) > 40 or not _PLAIN_STRING.fullmatch(value) \
+            else repr(value)
     if isinstance(value, Tensor):
         shown = value.data[:8]
         text = f"tensor{list(shown)}{'…' if len(value.data) > 8 else ''} shape {value.shape}"
     else:
         text = repr(value)
     return one_line(text, limit)
+
+
+# A string observation is quoted only when it is short and made of words (a name, "ok"): a
+# found string can be any text the answer chose (see the module's docstring).
+_PLAIN_STRING = re.compile(r"[A-Za-z0-9_ .,'-]*")
 
 
 def _kind(value: Any) -> str:
@@ -265,8 +290,9 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
         extra = [k for k in found if k not in expected]
         if missing:
             problems.append(f"{where}: missing {', '.join(map(repr, missing[:5]))}")
-        if extra:
-            problems.append(f"{where}: unexpected {', '.join(map(repr, extra[:5]))}")
+        if extra:  # their names are the answer's text: counted, not quoted
+            problems.append(f"{where}: {len(extra)} unexpected "
+                            f"{'entry' if len(extra) == 1 else 'entries'}")
         for key in expected:
             if key in found:
                 problems += differences(expected[key], found[key], rtol, atol,
@@ -288,10 +314,17 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome) -
     if student.raised:
         if student.raised == "NotImplementedError":
             return ["the answer raised NotImplementedError: the exercise is not answered yet"]
-        text = f": {student.message}" if student.message else ""
-        return [f"the answer raised {student.raised}{text}"]
+        # Neither the message nor a class the answer named itself is quoted (see the module's
+        # docstring); the test cell's output shows the message on the visible inputs.
+        kind = student.raised if student.raised in _PYTHON_EXCEPTIONS \
+            else "an exception of its own class"
+        where = ("on the test cell's inputs (the cell's output above shows where)"
+                 if scenario.visible else "on these inputs")
+        return [f"the answer raised {kind} {where}"]
     if student.observations is None:
-        return [f"its results could not be reported ({student.unreportable or 'unknown'})"]
+        return ["its results could not be reported: every observation must be plain data "
+                "(tensors, numbers, strings, booleans, None, lists and dicts of them) within "
+                "the size limits"]
     problems = []
     expected, found = reference.observations, student.observations
     for key, value in expected.items():
@@ -300,9 +333,9 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome) -
             continue
         rtol, atol = scenario.tolerance_for(key)
         problems += differences(value, found[key], rtol, atol, key, scenario.visible)
-    for key in found:
-        if key not in expected:
-            problems.append(f"{key}: not expected")
+    extra = [key for key in found if key not in expected]
+    if extra:  # the answer's text: counted, not quoted
+        problems.append(f"{len(extra)} observation{'s' if len(extra) > 1 else ''} not expected")
     return problems
 
 

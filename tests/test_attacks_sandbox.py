@@ -10,8 +10,7 @@ together with files that must come out invalid, a third one a deeply nested JSON
 For each attack: it scores no more than its answers earn (0), the honest students keep full
 marks and the blank one 0, no process of the run is left, the course tree, the class folder,
 the course's shared package and the gradebook hold only what grading wrote, and the re-graded
-students get the same grades. Attacks that still succeed against the current code are marked
-`xfail(strict=True)` with the reason: the mark goes when the hole is closed.
+students get the same grades.
 
 Last, the sandbox itself (autograder/runner/sandbox.py) is run directly: from a grader whose
 working folder is not the course root, and as an unprivileged user made with `useradd`.

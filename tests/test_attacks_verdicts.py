@@ -15,7 +15,12 @@ inputs drawn for the first of them (as if that student had learnt them and share
 earns the hidden check for that student and not for the other, which shows, through the
 grading command itself, that each student's hidden inputs are drawn for that student.
 
-Attacks that still succeed against the current code are marked `xfail(strict=True)`.
+Every attack has teeth: graded by the engine before trusted verdicts (commit dc372a1: cells and
+hidden tests in the student's own process, points from whether it reported an error), this
+same class gave the rebinding and `__code__` attacks 1 of 3 points (01-ex2's hidden test
+calls the check functions; 01-ex1's is a bare assert), the `allclose` and tensor-subclass
+attacks 2 of 3, every other attack 3 of 3, and the printer's feedback held the hidden tests.
+
 """
 
 from __future__ import annotations
@@ -226,6 +231,32 @@ for top in (os.getcwd(), "/home/student"):
                 show("UNREADABLE " + path, err.strerror)
 '''
 
+# Prints through the one channel left once its cells have ended: the messages of exceptions its
+# answers raise while the scenarios call them. It looks for the scenario module's source (in
+# its callers' frames, or anywhere in its memory) and raises with a piece of it.
+LEAKER = r'''
+import gc, sys, torch
+def _scenario_source():
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            if isinstance(value, dict) and isinstance(value.get("source"), str):
+                return value["source"]
+        frame = frame.f_back
+    for obj in gc.get_objects():
+        if isinstance(obj, str) and "@scenario" in obj:
+            return obj
+    return ""
+def _leak(name):
+    source = _scenario_source()
+    at = max(0, source.find(name))
+    raise RuntimeError("LEAK " + source[at:at + 280])
+def cube_grad(x):
+    _leak("def random_points")
+def intermediate_grad(x):
+    _leak("def twice")
+'''
+
 ATTACKS = {
     "rebind": REBIND, "code": CODE, "allclose": ALLCLOSE, "showtraceback": SHOWTRACEBACK,
     "custom-exc": CUSTOM_EXC, "ast-transformer": AST_TRANSFORMER,
@@ -259,6 +290,9 @@ def judged(tmp_path_factory):
     nb = course.blank(A)
     answer_cells(nb)[0].source = PRINTER.strip()
     write(nb, classes / "zz-printer" / f"{A}.ipynb")
+    nb = course.blank(A)
+    answer_cells(nb)[0].source = LEAKER.strip()
+    write(nb, classes / "zz-leaker" / f"{A}.ipynb")
     # The memoriser's table: the visible example, and `random_points` for "memo-self" (the
     # course secret is made here, before grading, and the grader reads the same one).
     drawn = _drawn_inputs(root, "memo-self", "01-ex1", "random_points")[0]
@@ -294,7 +328,7 @@ def test_honest_students_keep_full_marks_and_blank_scores_zero(judged):
     assert (row["status"], row["score"]) == ("graded", "0"), row
 
 
-@pytest.mark.parametrize("student", [*ATTACKS, "zz-printer"])
+@pytest.mark.parametrize("student", [*ATTACKS, "zz-printer", "zz-leaker"])
 def test_each_attack_scores_nothing(judged, student):
     row = _row(judged, student)
     assert row["score"] == "0", row
@@ -353,6 +387,14 @@ def test_the_printer_learns_nothing_hidden(judged):
     for value in values:
         assert repr(value) not in text, value
     assert not all(f"{value:.4f}" in text for value in values), values
+
+
+def test_exception_messages_carry_no_scenario_source(judged):
+    root, out = judged["root"], judged["out"]
+    text = feedback_text(out, "zz-leaker") + outputs_text(root, "zz-leaker")
+    assert text, "no feedback page"
+    for snippet in ("def random_points", "def twice", "generator=rng"):
+        assert snippet not in text, snippet
 
 
 def test_no_feedback_shows_hidden_tests_or_expected_hidden_values(judged):
