@@ -60,6 +60,7 @@ class Result:
     seconds: float = 0.0  # the whole grading of this notebook
     run_seconds: float = 0.0  # running time of the cells run for it (engine fork)
     shared_seconds: float = 0.0  # running time of its prologue, run once for many
+    observe_seconds: float = 0.0  # the scenarios' run on its answers
     log: str = ""
     notes: list[str] = field(default_factory=list)
     # trusted verdicts: {"exercise", "cell", "scenario", "visible", "passed", "mistake"}
@@ -243,6 +244,7 @@ def grade_submission(settings: Settings, config: Config, student: str, lesson: s
         if executor.LAST_RUN is not None:
             result.run_seconds = executor.LAST_RUN.cell_seconds
             result.shared_seconds = executor.LAST_RUN.shared_seconds
+            result.observe_seconds = executor.LAST_RUN.observe_seconds
         result.checks = list(executor.LAST_CHECKS)
         nb = None
         if autograded.is_file():

@@ -165,6 +165,7 @@ class Run:
     seconds: float = 0.0
     cell_seconds: float = 0.0  # running time the notebook reported for the cells it ran
     shared_seconds: float = 0.0  # running time of the shared prologue
+    observe_seconds: float = 0.0  # the scenarios' run on its answers (the grader's clock)
     executed: dict[int, dict] = field(default_factory=dict)
     outcomes: dict[str, Any] | None = None  # scenario runs, as reported (untrusted)
     finished: bool = False
@@ -255,7 +256,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
     limit_hit = False  # its memory reached the limit (then a stall or a death is memory's)
     oom_at: int | None = None
     killed = False
-    observing = False
+    observing, observing_since = False, 0.0
     cpu_path: str | None = None  # the notebook's CPU time, from its cgroup (the host names it)
     cpu_since: dict[int, float] = {}  # position -> its CPU time when that cell was awaited
 
@@ -398,9 +399,11 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     payload.release()  # every cell genuinely ended: now the scenarios
                 elif event == "observing" and position >= len(order) and not observing:
                     observing = True
+                    observing_since = time.monotonic()
                     mark(position)
                     deadline = min(time.monotonic() + wall, notebook_deadline)
                 elif event == "observations" and observing and run.outcomes is None:
+                    run.observe_seconds = time.monotonic() - observing_since
                     outcomes = message.get("outcomes")
                     run.outcomes = outcomes if isinstance(outcomes, dict) else {}
                 elif event == "end":

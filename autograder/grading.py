@@ -655,7 +655,8 @@ def _write_log(path: Path, report: Report) -> None:
         lines.append(f"== {one_line(result.student_id) or '?'} / {result.lesson or '?'}: "
                      f"{result.status}, "
                      f"{result.score:g}/{result.max_score:g}, {result.seconds:.2f} s "
-                     f"(cells {result.run_seconds:.2f} s, shared {result.shared_seconds:.2f} s)")
+                     f"(cells {result.run_seconds:.2f} s, scenarios {result.observe_seconds:.2f} s, "
+                     f"shared {result.shared_seconds:.2f} s)")
         if result.reason:
             lines.append(f"   {one_line(result.reason)}")
         for line in result.log.splitlines():

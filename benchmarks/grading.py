@@ -17,9 +17,12 @@ of each run's processes, and last
     speedup_vs_nbgrader=<ratio> efficiency=<ratio>
 
 speedup: nbgrader's time per notebook over ours, each measured on the whole run (start-up
-included). efficiency: the running time of the notebooks' own cells (as each notebook's
-process measured it: not the lesson's worked examples shared by all, not the checks) over the
-command's wall time times its workers. The machine's load is printed before and after: other
+included). efficiency: the running time of each notebook's own code over the command's wall
+time times its workers. The notebooks' own code is their cells as they ran: each notebook's
+own (as its process measured them), the lesson's worked examples as often as they really ran
+(once per worker and lesson, shared by that worker's notebooks of the lesson), and the
+scenarios calling each notebook's answers (on the grader's clock: they replaced the hidden
+tests that used to run in its cells). The reference runs are grading work, not counted. The machine's load is printed before and after: other
 work on the machine changes both figures.
 """
 
@@ -114,17 +117,17 @@ def read_grades(path: Path) -> dict[tuple[str, str], dict]:
 
 def read_timings(log: Path) -> list[dict]:
     """Each graded notebook's line of grading.log: student, lesson, seconds in its worker,
-    its cells' running time and its shared prologue's."""
+    its cells' running time, its scenarios' and its shared prologue's."""
     pattern = re.compile(r"^== (\S+) / (\S+): (?:graded|timeout|error), .* ([\d.]+) s "
-                         r"\(cells ([\d.]+) s, shared ([\d.]+) s\)$")
+                         r"\(cells ([\d.]+) s, scenarios ([\d.]+) s, shared ([\d.]+) s\)$")
     timings = []
     for line in log.read_text(encoding="utf-8").splitlines():
         match = pattern.match(line)
         if match:
             student, lesson, *numbers = match.groups()
-            seconds, cells, shared = (float(x) for x in numbers)
+            seconds, cells, scenarios, shared = (float(x) for x in numbers)
             timings.append({"student": student, "lesson": lesson, "seconds": seconds,
-                            "cells": cells, "shared": shared})
+                            "cells": cells, "scenarios": scenarios, "shared": shared})
     return timings
 
 
@@ -157,6 +160,12 @@ def where_time_went(started: float, ended: float, jobs: int, workers: dict[int, 
                     timings: list[dict]) -> list[tuple[str, float]]:
     """The command's wall time x workers, split: (what, seconds)."""
     cells = sum(t["cells"] for t in timings)
+    scenarios = sum(t["scenarios"] for t in timings)
+    # A lesson's worked examples ran once for each worker that graded it (its prologue process).
+    prologue = {}
+    for t in timings:
+        prologue[t["lesson"]] = max(prologue.get(t["lesson"], 0.0), t["shared"])
+    prologues = 0.0
     closed = min(workers.pop(0, {}).get("closed", ended), ended)
     startup = reading = first_extra = rest = between = end = 0.0
     for worker in workers.values():
@@ -176,17 +185,21 @@ def where_time_went(started: float, ended: float, jobs: int, workers: dict[int, 
         for task in tasks:
             lessons.setdefault(task["lesson"], []).append(
                 task["done"] - max(task["sent"], ready))
+        prologues += sum(prologue.get(lesson, 0.0) for lesson in lessons)
         for times in lessons.values():
             usual = statistics.median(times[1:]) if len(times) > 1 else 0.0
             first_extra += max(0.0, times[0] - usual)
             rest += sum(times) - max(0.0, times[0] - usual)
-    rest -= cells
+    rest -= cells + scenarios
+    first_extra -= prologues
     total = (ended - started) * jobs
     parts = [("cells the notebooks ran (their own, not the shared prologues)", cells),
-             ("each notebook's grading beyond its cells (sandbox, checks, nbgrader's "
-              "steps, feedback)", rest),
-             ("a worker's first notebook of a lesson: its prologue process and the "
-              "reference runs", first_extra),
+             ("the lessons' worked examples, run once per worker and lesson", prologues),
+             ("the scenarios calling each notebook's answers, in its sandbox", scenarios),
+             ("each notebook's grading beyond that (sandbox, verdicts, nbgrader's steps, "
+              "feedback)", rest),
+             ("a worker's first notebook of a lesson, beyond its worked examples: the "
+              "reference runs (solution and mistakes)", first_extra),
              ("start-up: the command, the workers, their runner hosts", startup),
              ("reading and importing the class, workers ready", reading),
              ("between notebooks (waiting for the pool, or for a lesson worth joining)",
@@ -334,12 +347,15 @@ def main(argv: list[str] | None = None) -> int:
 
         per_ours = ours / notebooks
         ran = sum(t["cells"] for t in timings)
+        observed = sum(t["scenarios"] for t in timings)
         shared = sum(t["shared"] for t in timings)
-        efficiency = ran / (ours * jobs)
+        # The notebooks' own code: their cells, the worked examples as run, the scenarios.
+        efficiency = sum(seconds for _, seconds in parts[:3]) / (ours * jobs)
         print(f"ours:     {notebooks} notebooks in {ours:.1f} s with {jobs} workers, sandbox "
               f"{'OFF' if args.no_sandbox else 'on'}: {notebooks / ours:.2f} notebooks/s, "
               f"{per_ours:.3f} s a notebook")
-        print(f"          cells run {ran / notebooks:.3f} s a notebook; prologues run once and "
+        print(f"          cells run {ran / notebooks:.3f} s and scenarios "
+              f"{observed / notebooks:.3f} s a notebook; prologues run once and "
               f"shared: {shared / notebooks:.3f} s a notebook saved")
         print(f"          where the time went ({ours:.1f} s x {jobs} workers = "
               f"{ours * jobs:.1f} s):")

@@ -75,25 +75,15 @@ class Host:
                       max_processes=self.max_processes)
 
     def serve(self, sock: socket.socket) -> None:
-        buffer, fds = b"", []
-        while True:
-            data, received, _, _ = socket.recv_fds(sock, 1 << 22, 8)
-            fds += received
-            if not data:
-                return
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                request = json.loads(line)
-                events, control, payload = fds.pop(0), fds.pop(0), fds.pop(0)
-                try:
-                    self.handle(request, events, control, payload)
-                except Exception:  # noqa: BLE001 (report and serve the next one)
-                    _send(control, {"event": "failed", "detail": traceback.format_exc()})
-                finally:
-                    os.close(events)
-                    os.close(control)
-                    os.close(payload)
+        for request, events, control, payload in _requests(sock):
+            try:
+                self.handle(request, events, control, payload)
+            except Exception:  # noqa: BLE001 (report and serve the next one)
+                _send(control, {"event": "failed", "detail": traceback.format_exc()})
+            finally:
+                os.close(events)
+                os.close(control)
+                os.close(payload)
 
     def handle(self, request: dict, events: int, control: int, payload: int) -> None:
         """`request` is a header: limits, and the lesson's own worked examples when they are
@@ -132,6 +122,21 @@ class Host:
             self.zygotes[key] = zygote
         self.zygotes.move_to_end(key)
         return zygote
+
+
+def _requests(sock: socket.socket):
+    """Each request on `sock` until it closes: (a JSON line, and the three descriptors sent
+    with it: the notebook's events pipe, the control pipe, the payload pipe)."""
+    buffer, fds = b"", []
+    while True:
+        data, received, _, _ = socket.recv_fds(sock, 1 << 22, 8)
+        fds += received
+        if not data:
+            return
+        buffer += data
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield json.loads(line), fds.pop(0), fds.pop(0), fds.pop(0)
 
 
 def _send(fd: int, message: dict) -> None:
@@ -365,22 +370,12 @@ def _zygote_main(host: Host, prologue: list, request: dict, scratch: str,
         if outcome != "ok" or not clean:
             return
         # Fresh capture files for each notebook: nothing of the prologue's is re-read.
-        buffer, fds = b"", []
-        while True:
-            data, received, _, _ = socket.recv_fds(sock, 1 << 22, 8)
-            fds += received
-            if not data:
-                return
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                request = json.loads(line)
-                events, control, payload = fds.pop(0), fds.pop(0), fds.pop(0)
-                spawn(host, request, events, control, payload, forked_from_zygote=True)
-                os.close(events)
-                os.close(control)
-                os.close(payload)
-                sock.sendall(b".")
+        for request, events, control, payload in _requests(sock):
+            spawn(host, request, events, control, payload, forked_from_zygote=True)
+            os.close(events)
+            os.close(control)
+            os.close(payload)
+            sock.sendall(b".")
     except BaseException:  # noqa: BLE001
         code = 70
     finally:
