@@ -174,20 +174,20 @@ class Run:
     forged: bool = False  # it sent a cell's end twice: its reports after that are void
 
 
-def _lines(fd: int, buffer: bytearray) -> tuple[list[bytes], bool]:
-    """Read what is there; return complete lines and whether the pipe has closed."""
+def _lines(fd: int, buffer: bytearray) -> tuple[list[bytes], bool, int]:
+    """Read what is there; return the complete lines that are not empty, whether the pipe has
+    closed, and how many bytes were read (newlines included: a flood of empty lines counts
+    too). Only the bytes just read are searched for a newline, so a line without end costs no
+    rescanning, and lines are split in one pass."""
     chunk = os.read(fd, 1 << 20)
     if not chunk:
-        return [], True
+        return [], True, 0
     buffer += chunk
-    lines = []
-    while True:
-        end = buffer.find(b"\n")
-        if end < 0:
-            break
-        lines.append(bytes(buffer[:end]))
-        del buffer[: end + 1]
-    return lines, False
+    if b"\n" not in chunk:
+        return [], False, len(chunk)
+    *complete, rest = buffer.split(b"\n")
+    buffer[:] = rest
+    return [bytes(line) for line in complete if line], False, len(chunk)
 
 
 class _Payload:
@@ -259,6 +259,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
     observing, observing_since = False, 0.0
     cpu_path: str | None = None  # the notebook's CPU time, from its cgroup (the host names it)
     cpu_since: dict[int, float] = {}  # position -> its CPU time when that cell was awaited
+    cpu_checked = started  # when its CPU time was last read
 
     def mark(at: int) -> None:
         awaited_since[at] = time.monotonic()
@@ -284,28 +285,33 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
         if cpu_path and not killed:
             wait = min(wait, CPU_POLL_SECONDS)
         ready, _, _ = select.select(watched, [], [], wait)
-        if not ready:
-            if killed:
-                break  # the host never reported the end: give up on this run
-            now = time.monotonic()
-            if now < deadline:  # time to read its CPU time
-                used = _cpu_seconds(cpu_path)
-                if used is None:
-                    continue
-                cell_over = used - cpu_since.get(position, 0.0) > timeout + GRACE_SECONDS
-                notebook_over = used > (len(order) + 1) * timeout + GRACE_SECONDS
-                if not (cell_over or notebook_over):
-                    continue
-                run.budget_spent = notebook_over and not cell_over
-            else:
+        if not ready and killed:
+            break  # the host never reported the end: give up on this run
+        # The clocks are read on every pass, not only when the notebook is quiet: a notebook
+        # that keeps its pipe busy is stopped on time all the same.
+        now = time.monotonic()
+        if not killed and (now >= deadline or now >= cpu_checked + CPU_POLL_SECONDS):
+            over = now >= deadline
+            if over:
                 run.budget_spent = now >= notebook_deadline
-            run.outcome = "timeout"
-            run.cell = None if observing or position >= len(order) else order[position]
-            kill()
+            else:
+                cpu_checked = now
+                used = _cpu_seconds(cpu_path)
+                if used is not None:
+                    cell_over = used - cpu_since.get(position, 0.0) > timeout + GRACE_SECONDS
+                    notebook_over = used > (len(order) + 1) * timeout + GRACE_SECONDS
+                    over = cell_over or notebook_over
+                    run.budget_spent = notebook_over and not cell_over
+            if over:
+                run.outcome = "timeout"
+                run.cell = None if observing or position >= len(order) else order[position]
+                kill()
+                continue
+        if not ready:
             continue
         if control in ready:
-            lines, closed = _lines(control, ctl_buf)
-            control_open = not closed
+            lines, closed, _ = _lines(control, ctl_buf)
+            control_open = not closed and len(ctl_buf) <= MAX_MESSAGE_BYTES
             for line in lines:
                 message = _json(line)
                 event = message.get("event")
@@ -345,16 +351,18 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     run.outcome, run.detail = "died", "the grader could not start it"
                     control_open = False
         if events_open and events in ready:
-            lines, closed = _lines(events, ev_buf)
+            lines, closed, size = _lines(events, ev_buf)
             events_open = not closed
+            received += size
+            if received > MAX_EVENTS_BYTES or len(ev_buf) > MAX_MESSAGE_BYTES \
+                    or any(len(line) > MAX_MESSAGE_BYTES for line in lines):
+                run.outcome, run.detail = "died", "it sent more output than the grader keeps"
+                run.cell = order[position] if position < len(order) else None
+                kill()
+                events_open = False
+                ev_buf.clear()
+                lines = []
             for line in lines:
-                received += len(line)
-                if received > MAX_EVENTS_BYTES or len(line) > MAX_MESSAGE_BYTES:
-                    run.outcome, run.detail = "died", "it sent more output than the grader keeps"
-                    run.cell = order[position] if position < len(order) else None
-                    kill()
-                    events_open = False
-                    break
                 if run.finished:
                     continue
                 message = _json(line)

@@ -127,7 +127,8 @@ def _tensor(raw: Any, count: _Count) -> Tensor:
         if isinstance(x, dict) and set(x) == {"__float__"} and x["__float__"] in (
                 "nan", "inf", "-inf"):
             values.append(float(x["__float__"]))
-        elif isinstance(x, (int, float)) and (not isinstance(x, float) or math.isfinite(x)):
+        elif isinstance(x, float) and math.isfinite(x) or \
+                isinstance(x, int) and not isinstance(x, bool) and abs(x) <= 2 ** 62:
             values.append(x)
         else:
             raise ReportError("a tensor observation holds something that is not a number")
@@ -204,13 +205,21 @@ class Check:
                 "visible": self.visible, "passed": self.passed, "mistake": self.mistake}
 
 
+def _number(x: Any) -> str:
+    """A number as the feedback shows it: six significant digits (a found value is the
+    answer's choice: it carries no more than a value's worth of digits)."""
+    return f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
 def _short(value: Any, limit: int = 120) -> str:
     if isinstance(value, str):
         return "a string" if len(value) > 40 or not _PLAIN_STRING.fullmatch(value) \
             else repr(value)
     if isinstance(value, Tensor):
-        shown = value.data[:8]
-        text = f"tensor{list(shown)}{'…' if len(value.data) > 8 else ''} shape {value.shape}"
+        shown = ", ".join(_number(x) for x in value.data[:8])
+        text = f"tensor[{shown}{', …' if len(value.data) > 8 else ''}] shape {list(value.shape)}"
+    elif isinstance(value, float):
+        text = _number(value)
     else:
         text = repr(value)
     return one_line(text, limit)
@@ -251,8 +260,12 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
         if not isinstance(found, Tensor):
             return [f"{where}: expected a tensor, found {_kind(found)}"]
         if found.shape != expected.shape:
-            return [f"{where}: a tensor of shape {list(found.shape)}, expected shape "
-                    f"{list(expected.shape)}"]
+            # The found shape is quoted only on a visible check, and only a plain one (a few
+            # dimensions, some elements): a hidden check's, or an empty tensor of many
+            # dimensions, could carry any numbers the answer chose.
+            plain = reveal and len(found.shape) <= 4 and len(found.data) > 0
+            shown = f"shape {list(found.shape)}" if plain else "another shape"
+            return [f"{where}: a tensor of {shown}, expected shape {list(expected.shape)}"]
         if found.dtype != expected.dtype:
             return [f"{where}: dtype {found.dtype}, expected {expected.dtype}"]
         if expected.dtype in ("bool",) or expected.dtype.startswith(("int", "uint")):
@@ -277,6 +290,8 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
         if not isinstance(found, list):
             return [f"{where}: expected a list, found {_kind(found)}"]
         if len(found) != len(expected):
+            if not reveal:  # its length is the answer's choice: not quoted on hidden checks
+                return [f"{where}: a list of another length, expected {len(expected)} items"]
             return [f"{where}: a list of {len(found)} items, expected {len(expected)}"]
         problems = []
         for i, (e, f) in enumerate(zip(expected, found)):

@@ -360,6 +360,38 @@ while True:  # computes for ever, its own alarm switched off
     pass
 '''
 
+# Keeps the grader reading, its own timers off. "flood-lines" computes for ever and writes an
+# empty line to every pipe it holds every few milliseconds: too little to reach the output cap,
+# often enough that the pipe is never quiet for long (a red-team review found that the grader
+# read its clocks only when the pipe had been quiet for a while: such a notebook ran for ever).
+# "flood-bytes" writes bytes without a newline for ever: a line without end, which the grader
+# kept in its memory whatever its size.
+FLOOD = r'''
+import os, signal, stat, time
+for timer in (signal.ITIMER_REAL, signal.ITIMER_PROF):
+    signal.setitimer(timer, 0)
+for number in (signal.SIGALRM, signal.SIGPROF):
+    signal.signal(number, signal.SIG_IGN)
+pipes = []
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
+            pipes.append(int(name))
+    except OSError:
+        pass
+data = b"\n" if NEWLINES else b"x" * (1 << 16)
+while True:
+    if NEWLINES:  # computes between two lines
+        began = time.process_time()
+        while time.process_time() - began < 0.005:
+            pass
+    for fd in pipes:
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+'''
+
 
 def _source(template: str, **values) -> str:
     """The attack with its constants set (each name = a Python literal)."""
@@ -422,6 +454,8 @@ def attacked(tmp_path_factory):
         "memory": _source(MEMORY, ELEMENTS=ELEMENTS_800_MIB),
         "heartbeat": _source(HEARTBEAT, CPU_SECONDS=2.5 * TIMEOUT, TIMEOUT=TIMEOUT),
         "timer-off": TIMER_OFF,
+        "flood-lines": _source(FLOOD, NEWLINES=True),
+        "flood-bytes": _source(FLOOD, NEWLINES=False),
     }
     for name, source in attacks.items():
         students[name] = attack(course, source)
@@ -497,12 +531,26 @@ ATTACKS = {
     "signals": "graded", "pipes": "graded", "pidfd": "graded", "coursekit": "graded",
     "network": "graded", "forks": "graded",
     "memory": "error", "heartbeat": "timeout", "timer-off": "timeout",
+    "flood-lines": "timeout", "flood-bytes": "error",
 }
 @pytest.mark.parametrize("student", list(ATTACKS))
 def test_each_attack_scores_nothing(attacked, student):
     row = _row(attacked, student)
     assert row["score"] == "0", row
     assert row["status"] == ATTACKS[student], row
+
+
+def test_a_flooded_pipe_is_stopped_by_the_clock_and_the_output_cap(attacked):
+    """Computing with a line every few milliseconds: stopped by its CPU time, though its pipe
+    is never quiet; a line without end: stopped at the grader's cap on a message, not kept in
+    the grader's memory."""
+    assert "time limit" in _row(attacked, "flood-lines")["reason"]
+    # Stopped by its cell's CPU time, not only at the notebook's wall-clock budget (as when
+    # the grader read its clocks only while the pipe was quiet): the cells after it say so.
+    text = _texts(attacked, "flood-lines")
+    assert "an earlier cell ran past the time limit" in text, text[-3000:]
+    assert "time budget" not in text
+    assert "more output than the grader keeps" in _row(attacked, "flood-bytes")["reason"]
 
 
 def test_reading_the_course_gets_no_such_file(attacked):

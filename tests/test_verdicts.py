@@ -66,7 +66,7 @@ def test_an_honest_failure_is_still_described():
     wrong = _problems({"observations": {
         "x.grad": T(6.0, 24.0), "label": "ok"}},
         visible=True)
-    assert "expected tensor[3.0, 12.0]" in wrong and "found tensor[6.0, 24.0]" in wrong, wrong
+    assert "expected tensor[3, 12]" in wrong and "found tensor[6, 24]" in wrong, wrong
     word = _problems({"observations": {
         "x.grad": T(3.0, 12.0), "label": "no"}},
         visible=True)
@@ -75,3 +75,40 @@ def test_an_honest_failure_is_still_described():
         "x.grad": T(3.0, 12.0), "label": "ok",
         "more": 1, "again": 2}}, visible=False)
     assert extra == "2 observations not expected", extra
+
+
+def _shaped(dims: list[int]) -> dict:
+    size = 1
+    for d in dims:
+        size *= d
+    return {"__tensor__": {"dtype": "float32", "shape": dims, "data": [1.0] * size}}
+
+
+@pytest.mark.parametrize("visible", [True, False])
+def test_numbers_the_answer_chose_are_not_quoted_where_they_could_carry_text(visible):
+    """An empty tensor of many dimensions, or a hidden check's shape or list length, can hold
+    any numbers the answer picked (a red-team notebook spelt the hidden scenario's source in
+    the shape of empty tensors): those are not quoted."""
+    dims = [0, 10043, 8292, 30051, 25973, 8293]
+    text = _problems({"observations": {"x.grad": _shaped(dims), "label": "ok"}}, visible)
+    assert "another shape" in text and "10043" not in text, text
+    assert "expected shape [2]" in text, text
+    text = _problems({"observations": {"x.grad": _shaped([3, 1]), "label": "ok"}}, visible)
+    assert ("shape [3, 1]" in text) == visible, text
+    reference = read_outcome({"observations": {"xs": [1, 2]}})
+    student = read_outcome({"observations": {"xs": list(range(9043))}})
+    text = " | ".join(outcome_problems(_scenario(visible), reference, student))
+    assert ("9043" in text) == visible and "expected 2" in text, text
+
+
+def test_found_values_are_quoted_to_six_digits():
+    text = _problems({"observations": {"x.grad": T(3.14159265358979, 12.0), "label": "ok"}},
+                     visible=True)
+    assert "found tensor[3.14159, 12]" in text and "3.1415926" not in text, text
+
+
+def test_an_integer_too_large_for_a_float_is_a_malformed_report():
+    from autograder.verdicts import ReportError
+    with pytest.raises(ReportError):
+        read_outcome({"observations": {"x.grad": {"__tensor__": {
+            "dtype": "int64", "shape": [1], "data": [10 ** 400]}}}})
