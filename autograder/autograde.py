@@ -23,7 +23,8 @@ import nbformat
 from traitlets.config import Config
 
 from autograder import executor
-from autograder.executor import DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, GiB
+from autograder.executor import (CHECKS_STOPPED_ENAME, DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
+                                 GiB)
 from autograder.feedback import write_notice
 from autograder.nbgrader_inproc import (autograde, autograde_preprocessors, captured_log,
                                         course_config, coursedir, generate_feedback, gradebook)
@@ -123,6 +124,12 @@ def verdict(nb, settings: Settings) -> tuple[str, str] | None:
             if output.get("output_type") != "error":
                 continue
             ename = output.get("ename")
+            if ename == CHECKS_STOPPED_ENAME:  # written by the grader (executor.checks_stopped)
+                kind = output.get("evalue")
+                if kind in executor.CHECKS_STOPPED:
+                    status = "timeout" if kind in ("timeout", "budget") else "error"
+                    return status, ("Every cell ran, then checking the answers stopped: "
+                                    f"{executor.CHECKS_STOPPED[kind]}." + review)
             if ename == TIMEOUT_ENAME:
                 return "timeout", (f"{_where(nb, index)} ran past the time limit per cell "
                                    f"({settings.timeout:g} s of computing) and was stopped "

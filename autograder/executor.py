@@ -45,12 +45,13 @@ from traitlets import Bool, Integer, Unicode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.runner.shell import TIMEOUT_ENAME, _ansi_red, error_output, timeout_output  # noqa: F401
-from autograder.verdicts import (Check, ReportError, ScenarioBroken, judge, one_line,
-                                 read_outcome)
+from autograder.verdicts import (Check, Outcome, ReportError, ScenarioBroken, judge,
+                                 one_line, read_outcome)
 
 DEAD_ENAME = "DeadKernelError"
 NOT_RUN_ENAME = "CellNotRunError"
 CHECK_ENAME = "CheckFailed"
+CHECKS_STOPPED_ENAME = "ChecksStopped"  # the run stopped while the scenarios ran its answers
 _STOP_ENAMES = {"timeout": (TIMEOUT_ENAME,), "oom": ("MemoryError",), "died": (DEAD_ENAME,)}
 GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
 # A cell's limit is CPU time: kept inside the sandbox (a timer that stops the cell cleanly),
@@ -172,6 +173,7 @@ class Run:
     pid: int | None = None
     budget_spent: bool = False
     forged: bool = False  # it sent a cell's end twice: its reports after that are void
+    observing: bool = False  # every cell had ended and the scenarios were running its answers
 
 
 def _lines(fd: int, buffer: bytearray) -> tuple[list[bytes], bool, int]:
@@ -406,10 +408,13 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                 elif event == "cells-done" and position >= len(order) and payload:
                     payload.release()  # every cell genuinely ended: now the scenarios
                 elif event == "observing" and position >= len(order) and not observing:
-                    observing = True
+                    observing = run.observing = True
                     observing_since = time.monotonic()
                     mark(position)
                     deadline = min(time.monotonic() + wall, notebook_deadline)
+                elif event == "observing-timed-out" and observing and run.outcomes is None:
+                    run.outcome, run.cell = "timeout", None  # its own timer: it loses by it
+                    kill()
                 elif event == "observations" and observing and run.outcomes is None:
                     run.observe_seconds = time.monotonic() - observing_since
                     outcomes = message.get("outcomes")
@@ -430,7 +435,10 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
         run.outcome = "oom"
         if oom_at is not None:
             position = min(position, oom_at)
-        run.cell = order[position] if position < len(order) else (order[-1] if order else None)
+        # Past the last cell, the memory ran out while the scenarios ran its answers: no cell
+        # is to blame (the test cells say so).
+        run.cell = (order[position] if position < len(order)
+                    else None if run.observing else (order[-1] if order else None))
     elif not run.finished and run.outcome == "ok":
         run.outcome = "died"
         run.cell = order[position] if position < len(order) else None
@@ -788,6 +796,7 @@ class ForkedExecute(NbGraderPreprocessor):
         if not tests:
             return rows
         outcomes = run.outcomes if isinstance(run.outcomes, dict) else {}
+        stopped = checks_stopped(run)
         if lesson.scenarios:
             everyone = sorted(set(self._students.get(lesson.name, [])) | {student})
             runs = [r for who in everyone for r in lesson.runs(secret, who)]
@@ -810,12 +819,15 @@ class ForkedExecute(NbGraderPreprocessor):
                         raw = self._references.get(lesson.name, f"{key}/mistake/{i}")
                         if raw is not None:
                             wrong.append((known, read_outcome(raw)))
-                try:
-                    student_outcome = read_outcome(outcomes.get(key))
-                except ReportError:
-                    student_outcome = read_outcome({"unreportable": (
-                        "the notebook did not get this far" if run.outcomes is None
-                        else "its report was malformed")})
+                if run.outcomes is None:
+                    student_outcome = Outcome(stopped=CHECKS_STOPPED[stopped] if stopped else (
+                        "not checked: the notebook stopped before its answers could be "
+                        "checked (see the first cell that did not finish)"))
+                else:
+                    try:
+                        student_outcome = read_outcome(outcomes.get(key))
+                    except ReportError:
+                        student_outcome = read_outcome({"unreportable": "its report was malformed"})
                 checks.append(judge(scenario, reference, student_outcome, wrong))
             rows += [c.row(grade_id) for c in checks]
             # Where the run stopped at this cell (time, memory, a death), the grader's own
@@ -824,7 +836,36 @@ class ForkedExecute(NbGraderPreprocessor):
                     _STOP_ENAMES.get(run.outcome, ())]
             _verdict_outputs(cell, exercise, checks, run)
             cell.outputs = stop + list(cell.outputs)
+        if stopped:  # the notebook's status comes from the first test cell's note of it
+            index, cell = tests[0]
+            cell.outputs = [from_dict(error_output(
+                CHECKS_STOPPED_ENAME, stopped,
+                f"Every cell ran, then checking the answers stopped: {CHECKS_STOPPED[stopped]}."))
+                            ] + list(cell.outputs)
         return rows
+
+
+# Why checking a notebook's answers stopped, by kind (the kind is what the autograded notebook
+# records; the text is looked up, never read back from the notebook).
+CHECKS_STOPPED = {
+    "timeout": "its answers were still running on the grader's inputs when the time limit ran "
+               "out (an endless loop on some input?)",
+    "budget": "the notebook's time budget ran out while its answers ran on the grader's inputs",
+    "oom": "its answers ran out of memory on the grader's inputs",
+    "died": "the process running the notebook ended while its answers ran on the grader's "
+            "inputs",
+}
+
+
+def checks_stopped(run: Run) -> str | None:
+    """The kind of stop (a key of CHECKS_STOPPED) when the run ended while the scenarios ran
+    the notebook's answers, after every cell had ended: no cell is to blame, and no check
+    could be decided."""
+    if not run.observing or run.outcomes is not None or run.outcome == "ok":
+        return None
+    if run.outcome == "timeout":
+        return "budget" if run.budget_spent else "timeout"
+    return "oom" if run.outcome == "oom" else "died"
 
 
 def _lesson_files(root: Path, name: str) -> str | None:

@@ -143,6 +143,9 @@ class Outcome:
     raised: str | None = None       # the exception's type name
     message: str = ""
     unreportable: str | None = None
+    # Set by the grader, never read from a report: why the run ended before this scenario's
+    # outcome was reported (the answers ran past the time limit, out of memory, ...).
+    stopped: str | None = None
 
 
 def read_outcome(raw: Any) -> Outcome:
@@ -326,6 +329,8 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome) -
         raise ScenarioBroken(f"the reference solution fails scenario {scenario.name} of "
                              f"{scenario.exercise}: {reference.raised or ''} "
                              f"{reference.message or reference.unreportable or ''}")
+    if student.stopped:
+        return [student.stopped]
     if student.raised:
         if student.raised == "NotImplementedError":
             return ["the answer raised NotImplementedError: the exercise is not answered yet"]

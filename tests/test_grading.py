@@ -60,6 +60,19 @@ def build_class(dest: Path, course: Lessons) -> None:
     answer("killed", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
     answer("kills-parent", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
     answer("hog", "import torch\nhog = [torch.ones(2 ** 26) for _ in range(64)]")
+    # Right on the test cell's example, then endless (or a memory hog) once the grader's
+    # scenarios call it: every cell ends, and the run stops while its answers are checked.
+    late = ("import torch\ncalls = []\ndef cube_grad(x):\n    calls.append(1)\n"
+            "    if len(calls) > 1:\n        {stop}\n"
+            "    x = x.detach().clone().requires_grad_(True)\n"
+            "    (x ** 3).sum().backward()\n    return x.grad")
+    answer("loops-when-checked", late.format(stop="while True:\n            pass"))
+    # ... and one that catches the sandbox's own timer: stopped by the grader's clock.
+    answer("stubborn-when-checked", late.format(
+        stop="while True:\n            try:\n                while True:\n"
+             "                    pass\n            except BaseException:\n                pass"))
+    answer("hog-when-checked",
+           late.format(stop="hog = [torch.ones(2 ** 26) for _ in range(64)]"))
     # Passes the visible check, fails the hidden test: its traceback must not reach feedback.
     answer("hardcoded", "import torch\ndef cube_grad(x):\n    return torch.tensor([3.0, 12.0])")
     now = time.time()
@@ -160,6 +173,26 @@ def test_endless_loop_and_endless_output_time_out(graded):
     assert flood_feedback.stat().st_size < 2_000_000  # output was capped
 
 
+def test_answers_that_stop_while_checked(graded):
+    """A run that ends while the scenarios call its answers (after its last cell) blames no
+    cell: its status says that checking the answers stopped, and why."""
+    rows = graded["rows"]
+    hog = rows[("hog-when-checked", A)]
+    for student in ("loops-when-checked", "stubborn-when-checked"):
+        looping = rows[(student, A)]
+        assert looping["status"] == "timeout" and looping["score"] == "0", looping
+        assert "checking the answers stopped" in looping["reason"], looping
+        assert "endless loop" in looping["reason"] and "Code cell" not in looping["reason"]
+    assert hog["status"] == "error" and hog["score"] == "0", hog
+    assert "checking the answers stopped" in hog["reason"], hog
+    assert "ran out of memory on the grader's inputs" in hog["reason"]
+    assert "Code cell" not in hog["reason"]
+    feedback = (graded["out"] / "feedback" / "loops-when-checked" / f"{A}.html").read_text()
+    assert "still running on the grader&#39;s inputs" in feedback or \
+        "still running on the grader's inputs" in feedback
+    assert "plain data" not in feedback  # not told that its observations were malformed
+
+
 def test_exit_kill_and_memory(graded):
     rows = graded["rows"]
     # sys.exit() behaves as in Jupyter: the cell fails, the rest of the notebook runs.
@@ -231,7 +264,7 @@ def test_gradebook_matches_grades_csv(graded):
 
 
 def test_summary_and_quiet_progress(graded):
-    assert "Graded" in graded["stdout"] and "timeout 2" in graded["stdout"]
+    assert "Graded" in graded["stdout"] and "timeout 4" in graded["stdout"]
     assert "\r[" not in graded["stderr"]  # no progress bar under CI
 
 

@@ -261,9 +261,12 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
                 outcomes = run_scenarios(module, namespace,
                                          [tuple(r) for r in observe["runs"]],
                                          mistakes=bool(observe.get("mistakes")))
+            except shell.CellTimeout:  # the answers' CPU time ran out (one cell's limit)
+                outcomes = None
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
-            channel.send({"event": "observations", "outcomes": outcomes})
+            channel.send({"event": "observations", "outcomes": outcomes} if outcomes is not None
+                         else {"event": "observing-timed-out"})
         channel.send({"event": "end"})
     except BaseException:  # noqa: BLE001 (report anything, then leave)
         code = 70
