@@ -26,6 +26,7 @@ from autograder import _imports  # noqa: F401 (first: a quicker jsonschema impor
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 import select
@@ -51,6 +52,9 @@ from autograder.verdicts import (Check, Outcome, ReportError, ScenarioBroken, ju
 DEAD_ENAME = "DeadKernelError"
 NOT_RUN_ENAME = "CellNotRunError"
 CHECK_ENAME = "CheckFailed"
+# Of a notebook's outputs, the grader keeps this much in its autograded notebook and feedback
+# (a lesson's own outputs, figures included, are under 2 MiB).
+MAX_KEPT_OUTPUT_BYTES = 16 << 20
 CHECKS_STOPPED_ENAME = "ChecksStopped"  # the run stopped while the scenarios ran its answers
 _STOP_ENAMES = {"timeout": (TIMEOUT_ENAME,), "oom": ("MemoryError",), "died": (DEAD_ENAME,)}
 GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
@@ -321,7 +325,7 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     for done in message.get("executed", [])[:prologue]:
                         if _valid_done(done):
                             run.executed[done["index"]] = _clean_done(done)
-                            run.shared_seconds += float(done.get("seconds", 0.0))
+                            run.shared_seconds += _seconds(done.get("seconds"))
                     if prologue > position:
                         position = prologue
                         mark(position)
@@ -365,65 +369,74 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                 ev_buf.clear()
                 lines = []
             for line in lines:
-                if run.finished:
-                    continue
-                message = _json(line)
-                event = message.get("event")
-                if event == "done" and _valid_done(message) and \
-                        message["index"] in order[:position]:
-                    # A second end of a cell already ended: one of the two was forged by the
-                    # notebook (to re-arm the clock). The grader awaited that cell from the
-                    # earlier of the two, so it knows how long the cell really ran.
-                    at = order.index(message["index"])
-                    ran = time.monotonic() - awaited_since.get(at, started)
-                    used = _cpu_seconds(cpu_path)
-                    computed = used - cpu_since.get(at, 0.0) if used is not None else 0.0
-                    run.cell = message["index"]
-                    if ran > wall or computed > timeout:
-                        run.outcome = "timeout"
-                    else:
-                        run.outcome = "died"
-                        run.detail = "it reported a cell's end that its runner did not (forged)"
-                    for later in order[at + 1:]:  # what it claimed after that is void
-                        run.executed.pop(later, None)
+                try:
+                    if run.finished:
+                        continue
+                    message = _json(line)
+                    event = message.get("event")
+                    if event == "done" and _valid_done(message) and \
+                            message["index"] in order[:position]:
+                        # A second end of a cell already ended: one of the two was forged by the
+                        # notebook (to re-arm the clock). The grader awaited that cell from the
+                        # earlier of the two, so it knows how long the cell really ran.
+                        at = order.index(message["index"])
+                        ran = time.monotonic() - awaited_since.get(at, started)
+                        used = _cpu_seconds(cpu_path)
+                        computed = used - cpu_since.get(at, 0.0) if used is not None else 0.0
+                        run.cell = message["index"]
+                        if ran > wall or computed > timeout:
+                            run.outcome = "timeout"
+                        else:
+                            run.outcome = "died"
+                            run.detail = "it reported a cell's end that its runner did not (forged)"
+                        for later in order[at + 1:]:  # what it claimed after that is void
+                            run.executed.pop(later, None)
+                        run.outcomes = None
+                        run.forged = True
+                        kill()
+                        events_open = False
+                        break
+                    if event == "done" and position < len(order) and _valid_done(message) \
+                            and message["index"] == order[position] and not observing:
+                        run.executed[message["index"]] = _clean_done(message)
+                        run.cell_seconds += max(0.0, min(_seconds(message.get("seconds")),
+                                                         timeout))
+                        position += 1
+                        mark(position)
+                        if message.get("timed_out"):
+                            run.outcome, run.cell = "timeout", message["index"]
+                        else:  # the next cell's limit starts now (never past the budget)
+                            deadline = min(time.monotonic() + wall, notebook_deadline)
+                    elif event == "exit" and not observing:
+                        run.outcome = "exit"
+                        run.cell = order[position - 1] if position else None
+                    elif event == "cells-done" and position >= len(order) and payload:
+                        payload.release()  # every cell genuinely ended: now the scenarios
+                    elif event == "observing" and position >= len(order) and not observing:
+                        observing = run.observing = True
+                        observing_since = time.monotonic()
+                        mark(position)
+                        deadline = min(time.monotonic() + wall, notebook_deadline)
+                    elif event == "observing-timed-out" and observing and run.outcomes is None:
+                        run.outcome, run.cell = "timeout", None  # its own timer: it loses by it
+                        kill()
+                    elif event == "observations" and observing and run.outcomes is None:
+                        run.observe_seconds = time.monotonic() - observing_since
+                        outcomes = message.get("outcomes")
+                        run.outcomes = outcomes if isinstance(outcomes, dict) else {}
+                    elif event == "end":
+                        run.finished = True
+                        kill()  # whatever it still runs ends now
+                    elif event == "crash" and isinstance(message.get("detail"), str):
+                        run.detail = message["detail"][-2000:]
+                except Exception:  # noqa: BLE001 (a report shaped to break the grader)
+                    run.outcome, run.detail = "died", "it sent a report the grader could not read"
+                    run.cell = order[position] if position < len(order) else None
                     run.outcomes = None
-                    run.forged = True
                     kill()
                     events_open = False
                     break
-                if event == "done" and position < len(order) and _valid_done(message) \
-                        and message["index"] == order[position] and not observing:
-                    run.executed[message["index"]] = _clean_done(message)
-                    run.cell_seconds += max(0.0, min(float(message.get("seconds", 0.0)),
-                                                     timeout))
-                    position += 1
-                    mark(position)
-                    if message.get("timed_out"):
-                        run.outcome, run.cell = "timeout", message["index"]
-                    else:  # the next cell's limit starts now (never past the budget)
-                        deadline = min(time.monotonic() + wall, notebook_deadline)
-                elif event == "exit" and not observing:
-                    run.outcome = "exit"
-                    run.cell = order[position - 1] if position else None
-                elif event == "cells-done" and position >= len(order) and payload:
-                    payload.release()  # every cell genuinely ended: now the scenarios
-                elif event == "observing" and position >= len(order) and not observing:
-                    observing = run.observing = True
-                    observing_since = time.monotonic()
-                    mark(position)
-                    deadline = min(time.monotonic() + wall, notebook_deadline)
-                elif event == "observing-timed-out" and observing and run.outcomes is None:
-                    run.outcome, run.cell = "timeout", None  # its own timer: it loses by it
-                    kill()
-                elif event == "observations" and observing and run.outcomes is None:
-                    run.observe_seconds = time.monotonic() - observing_since
-                    outcomes = message.get("outcomes")
-                    run.outcomes = outcomes if isinstance(outcomes, dict) else {}
-                elif event == "end":
-                    run.finished = True
-                    kill()  # whatever it still runs ends now
-                elif event == "crash" and isinstance(message.get("detail"), str):
-                    run.detail = message["detail"][-2000:]
+
         if not events_open and not killed and pid:
             kill()  # its pipe is closed: it has ended, or closed it; either way, stop it
     run.seconds = time.monotonic() - started
@@ -478,6 +491,13 @@ def _valid_done(message: Any) -> bool:
             and isinstance(message.get("outputs"), list))
 
 
+def _seconds(value: Any) -> float:
+    """A reported duration: a finite number of seconds, else 0 (reports are untrusted)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return max(0.0, float(value))
+    return 0.0
+
+
 def _clean_done(message: dict) -> dict:
     count = message.get("execution_count")
     return {"outputs": [o for o in (_clean_output(x) for x in message["outputs"][:500])
@@ -490,6 +510,34 @@ def _text(value: Any, limit: int = 4_000_000) -> str:
     if isinstance(value, list):
         value = "".join(v for v in value if isinstance(v, str))
     return value[:limit] if isinstance(value, str) else ""
+
+
+def _output_bytes(output: dict) -> int:
+    if output.get("output_type") == "stream":
+        return len(output.get("text", ""))
+    if output.get("output_type") == "error":
+        return len(output.get("evalue", "")) + sum(map(len, output.get("traceback", [])))
+    return sum(len(v) for v in output.get("data", {}).values())
+
+
+def _within(outputs: list[dict], budget: list[int]) -> list[dict]:
+    """The outputs that fit in what is left of the notebook's budget (`budget[0]`, spent as
+    they are kept); the first that does not is replaced by a note, the rest are dropped. The
+    feedback page grows several times over an output's size (escaping, highlighting), and
+    its making has no limit of its own."""
+    kept = []
+    for output in outputs:
+        size = _output_bytes(output)
+        if budget[0] < 0:
+            break
+        budget[0] -= size
+        if budget[0] < 0:
+            kept.append({"output_type": "stream", "name": "stdout", "text": (
+                f"[output cut: the grader keeps {MAX_KEPT_OUTPUT_BYTES >> 20} MiB of a "
+                "notebook's output]\n")})
+            break
+        kept.append(output)
+    return kept
 
 
 def _clean_output(output: Any) -> dict | None:
@@ -762,11 +810,12 @@ class ForkedExecute(NbGraderPreprocessor):
 
     def _apply(self, nb: NotebookNode, cells: list[tuple[int, str]], run: Run) -> None:
         stopped = False
+        budget = [MAX_KEPT_OUTPUT_BYTES]
         for index, _ in cells:
             cell = nb.cells[index]
             done = run.executed.get(index)
             if done is not None and not (run.cell == index and run.outcome == "oom"):
-                cell.outputs = [from_dict(o) for o in done["outputs"]]
+                cell.outputs = [from_dict(o) for o in _within(done["outputs"], budget)]
                 cell.execution_count = done["execution_count"]
                 if run.cell == index and run.outcome == "timeout":
                     cell.outputs.append(from_dict(timeout_output(self.timeout)))

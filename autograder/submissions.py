@@ -51,6 +51,9 @@ MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024  # all of a zip's members together, e
 MAX_ARCHIVE_MEMBERS = 50_000
 MAX_CELLS = 2000  # the course's lessons have 37 to 74 cells
 MAX_DEPTH = 100  # nesting of a notebook's JSON (about 6 in a lesson notebook)
+# A cell's text (a lesson's longest is under 5 KB): rendering and highlighting a long one for
+# the feedback page costs the grader far more time and memory than its size.
+MAX_CELL_SOURCE = 256 * 1024
 MAX_REASON = 2000
 LAYOUTS = ("auto", "folders", "canvas", "moodle", "blackboard")
 _SKIPPED_PARTS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__"}
@@ -167,8 +170,10 @@ _CANVAS = re.compile(r"^(?P<name>[^_]+)(?P<late>_LATE)?_(?P<user>\d+)_(?P<file_i
                      r"(?P<file>.+)$", re.IGNORECASE)
 _MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_(?P<plugin>assignsubmission_[a-z]+|"
                             r"onlinetext|file)_?$")
-_MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$")
-_BLACKBOARD = re.compile(r"^(?P<prefix>.+)_attempt_(?P<date>\d{4}(?:-\d{2}){5})"
+# The part of a name the learning system wrote comes first; the rest is the student's own file
+# name, which may imitate it: the patterns take the first match (non-greedy), never a later one.
+_MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$")
+_BLACKBOARD = re.compile(r"^(?P<prefix>.+?)_attempt_(?P<date>\d{4}(?:-\d{2}){5})"
                          r"(?:_(?P<file>.+)|(?P<receipt>\.txt)|\.ipynb)?$", re.IGNORECASE)
 
 
@@ -245,9 +250,13 @@ def _blackboard_receipt(path: Path) -> tuple[str, str] | None:
 
 
 def parse_lms_file(filename: str, receipts=None) -> Identity | None:
-    """The identity in a flat LMS file name (Canvas, Blackboard, Moodle's flat form)."""
-    return (parse_canvas(filename) or parse_blackboard(filename, receipts)
-            or parse_moodle_file(filename))
+    """The identity in a flat LMS file name (Canvas, Blackboard, Moodle's flat form). Where
+    two forms match, the one whose system-written prefix is shorter wins: the student's own
+    file name, after it, may imitate another form (and another student)."""
+    found = [identity for identity in (parse_canvas(filename),
+                                       parse_blackboard(filename, receipts),
+                                       parse_moodle_file(filename)) if identity]
+    return max(found, key=lambda identity: len(identity.file)) if found else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,7 +472,8 @@ def _submission(path: Path, parts: tuple[str, ...], lessons: list[str], layout: 
                 "canvas": parse_canvas(parts[-1]),
                 "blackboard": parse_blackboard(parts[-1], receipts),
                 "moodle": parse_moodle_file(parts[-1])}[layout]
-        if flat and (layout != "auto" or len(parts) == 1):
+        # In Moodle's folder export the folder is Moodle's, the file name the student's.
+        if flat and (len(parts) == 1 or layout in ("canvas", "blackboard")):
             identity, rest = flat, [flat.file]
     if identity is None and layout in ("auto", "moodle"):
         folders = range(len(parts) - 1) if layout == "moodle" else range(min(1, len(parts) - 1))
@@ -910,6 +920,15 @@ def _read_notebook(path: Path) -> tuple[object | None, str | None]:
     problem = _nesting_problem(data)
     if problem:
         return None, f"The file is not a readable notebook: {problem}."
+    for number, cell in enumerate(data["cells"], start=1):
+        source = cell.get("source") if isinstance(cell, dict) else None
+        size = (len(source) if isinstance(source, str) else
+                sum(len(s) for s in source if isinstance(s, str))
+                if isinstance(source, list) else 0)
+        if size > MAX_CELL_SOURCE:
+            return None, (f"Cell {number} holds {size:,} characters of text; a cell may hold at "
+                          f"most {MAX_CELL_SOURCE:,} (a lesson's longest is under 5,000). "
+                          "Shorten it and submit the notebook again.")
     if re.search(r"\\u[dD][89a-fA-F]", text) and _has_lone_surrogates(data):
         return None, ("The file is not a readable notebook: it holds characters that are not "
                       "valid text (lone surrogates).")

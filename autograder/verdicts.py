@@ -112,7 +112,7 @@ def _tensor(raw: Any, count: _Count) -> Tensor:
     if not isinstance(raw, dict) or set(raw) != {"dtype", "shape", "data"}:
         raise ReportError("a tensor observation is malformed")
     dtype, shape, data = raw["dtype"], raw["shape"], raw["data"]
-    if dtype not in _DTYPES:
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
         raise ReportError("a tensor observation has an unknown dtype")
     if not isinstance(shape, list) or len(shape) > 16 or not all(
             isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_ELEMENTS
@@ -150,6 +150,15 @@ class Outcome:
 
 def read_outcome(raw: Any) -> Outcome:
     """Validate one scenario run's report; a malformed one is a ReportError."""
+    try:
+        return _read_outcome(raw)
+    except ReportError:
+        raise
+    except Exception as err:  # noqa: BLE001 (a report shaped to break the reading)
+        raise ReportError("a scenario report is malformed") from err
+
+
+def _read_outcome(raw: Any) -> Outcome:
     if not isinstance(raw, dict) or len(raw) != 1 and not (
             set(raw) == {"raised", "message"}):
         raise ReportError("a scenario report is malformed")
@@ -268,6 +277,8 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
             # dimensions, could carry any numbers the answer chose.
             plain = reveal and len(found.shape) <= 4 and len(found.data) > 0
             shown = f"shape {list(found.shape)}" if plain else "another shape"
+            if not reveal:  # the expected shape tells the size of a hidden input
+                return [f"{where}: a tensor of another shape than expected"]
             return [f"{where}: a tensor of {shown}, expected shape {list(expected.shape)}"]
         if found.dtype != expected.dtype:
             return [f"{where}: dtype {found.dtype}, expected {expected.dtype}"]
@@ -294,7 +305,8 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
             return [f"{where}: expected a list, found {_kind(found)}"]
         if len(found) != len(expected):
             if not reveal:  # its length is the answer's choice: not quoted on hidden checks
-                return [f"{where}: a list of another length, expected {len(expected)} items"]
+                # nor the expected length: it tells the size of a hidden input
+                return [f"{where}: a list of another length than expected"]
             return [f"{where}: a list of {len(found)} items, expected {len(expected)}"]
         problems = []
         for i, (e, f) in enumerate(zip(expected, found)):

@@ -37,7 +37,9 @@ from attack_support import (A, REPO, attack, feedback_text, fixture_course, grad
 pytestmark = pytest.mark.slow
 
 TIMEOUT = 5  # seconds per cell
-HONEST = {"aa-honest-1": "zq-honest-marker-one", "aa-honest-2": "zq-honest-marker-two"}
+HONEST = {"aa-honest-1": "zq-honest-marker-one", "aa-honest-2": "zq-honest-marker-two",
+          # graded after the attacks: what one of them leaves behind on its worker shows here
+          "zz-honest-3": "zq-honest-marker-three"}
 ELEMENTS_800_MIB = 200 * (1 << 20)  # float32 elements: 0.8 GiB (a third of 2.4 GiB)
 # The attacks below are run by the sandbox, never by this process.
 
@@ -366,6 +368,25 @@ while True:  # computes for ever, its own alarm switched off
 # read its clocks only when the pipe had been quiet for a while: such a notebook ran for ever).
 # "flood-bytes" writes bytes without a newline for ever: a line without end, which the grader
 # kept in its memory whatever its size.
+# Reports its own cell's end with a duration that is not a number, then sleeps (no CPU, so
+# its own timer never fires). A red-team review found that the grader's reading of that report
+# raised: the notebook was never stopped, its runner host stayed blocked on it, every later
+# notebook on that worker (the lesson's reference run too) failed, and its processes outlived
+# the grading command.
+BAD_REPORT = r'''
+import json, os, signal, stat, time
+line = (json.dumps({"event": "done", "index": 4, "outputs": [], "seconds": [1]}) + "\n").encode()
+signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
+            os.write(int(name), line)
+    except OSError:
+        pass
+while True:
+    time.sleep(1000)
+'''
+
 FLOOD = r'''
 import os, signal, stat, time
 for timer in (signal.ITIMER_REAL, signal.ITIMER_PROF):
@@ -456,6 +477,7 @@ def attacked(tmp_path_factory):
         "timer-off": TIMER_OFF,
         "flood-lines": _source(FLOOD, NEWLINES=True),
         "flood-bytes": _source(FLOOD, NEWLINES=False),
+        "bad-report": BAD_REPORT,
     }
     for name, source in attacks.items():
         students[name] = attack(course, source)
@@ -531,7 +553,7 @@ ATTACKS = {
     "signals": "graded", "pipes": "graded", "pidfd": "graded", "coursekit": "graded",
     "network": "graded", "forks": "graded",
     "memory": "error", "heartbeat": "timeout", "timer-off": "timeout",
-    "flood-lines": "timeout", "flood-bytes": "error",
+    "flood-lines": "timeout", "flood-bytes": "error", "bad-report": "timeout",
 }
 @pytest.mark.parametrize("student", list(ATTACKS))
 def test_each_attack_scores_nothing(attacked, student):
@@ -551,6 +573,13 @@ def test_a_flooded_pipe_is_stopped_by_the_clock_and_the_output_cap(attacked):
     assert "an earlier cell ran past the time limit" in text, text[-3000:]
     assert "time budget" not in text
     assert "more output than the grader keeps" in _row(attacked, "flood-bytes")["reason"]
+
+
+def test_a_report_shaped_to_break_the_grader_stops_only_its_notebook(attacked):
+    """Its report is read as a cell's end with no duration; then it waits, and the grader's
+    wall clock stops it. The honest student graded after it keeps full marks (tested above)."""
+    row = _row(attacked, "bad-report")
+    assert "ran past the time limit" in row["reason"], row
 
 
 def test_reading_the_course_gets_no_such_file(attacked):

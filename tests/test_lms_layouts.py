@@ -221,6 +221,47 @@ def test_blackboard_attempts(tmp_path, notebook_text):
 
 
 # --------------------------------------------------------------------------------------------
+# A file name that imitates another student's
+
+def test_a_file_name_cannot_make_a_notebook_another_students(tmp_path, notebook_text):
+    """An LMS writes its part of a name first; the student's own file name comes after it and
+    may imitate another student's. Whose a notebook is comes from the LMS's part only (a red
+    team's review found that Alice's file could replace Bob's, or get both refused)."""
+    bob_at, alice_at, forged = "2024-01-01-10-00-00", "2024-01-02-10-00-00", "2099-12-31-23-59-59"
+    blackboard = {
+        f"L1_bob_attempt_{bob_at}_{A}.ipynb": notebook_text[("correct", A)],
+        f"L1_bob_attempt_{bob_at}.txt": _receipt("Bob Jones", "bob", A, "x"),
+        f"L1_alice_attempt_{alice_at}_x_bob_attempt_{forged}_{A}.ipynb":
+            notebook_text[("blank", A)],
+        f"L1_alice_attempt_{alice_at}.txt": _receipt("Alice A", "alice", A, "x"),
+    }
+    table = found_in(make_zip(tmp_path / "bb.zip", blackboard), tmp_path / "bb")
+    assert [s.path.name for s in table["bob"]] == [f"L1_bob_attempt_{bob_at}_{A}.ipynb"]
+    assert len(table["alice"]) == 1 and not table["alice"][0].problem
+    # Moodle's folders: the folder is Moodle's, whatever the file inside is called.
+    moodle = {
+        f"Bob Jones_222_assignsubmission_file_/{A}.ipynb": notebook_text[("correct", A)],
+        f"Alice Smith_111_assignsubmission_file_/Bob Jones_222_assignsubmission_file_{A}.ipynb":
+            notebook_text[("blank", A)],
+    }
+    for layout in ("auto", "moodle"):
+        table = found_in(make_zip(tmp_path / f"m-{layout}.zip", moodle), tmp_path / layout,
+                         layout=layout)
+        assert [s.path.parent.name for s in table["bob_jones"]] == \
+            ["Bob Jones_222_assignsubmission_file_"], layout
+        assert [s.student for s in table["alice_smith"]] == ["alice_smith"], layout
+    # Moodle's flat form, with a file name that looks like a Blackboard attempt of Bob's.
+    flat = {
+        f"Bob Jones_222_assignsubmission_file_{A}.ipynb": notebook_text[("correct", A)],
+        f"Alice Smith_111_assignsubmission_file_x_Bob Jones_attempt_{forged}_{A}.ipynb":
+            notebook_text[("blank", A)],
+    }
+    table = found_in(make_zip(tmp_path / "flat.zip", flat), tmp_path / "flat")
+    assert len(table["bob_jones"]) == 1 and not table["bob_jones"][0].problem
+    assert len(table["alice_smith"]) == 1
+
+
+# --------------------------------------------------------------------------------------------
 # The roster
 
 def _roster(path: Path, text: str):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
@@ -85,8 +85,17 @@ def lone_surrogate(path: Path, lessons: Lessons) -> Path:
     return path
 
 
+def long_markdown(path: Path, lessons: Lessons) -> Path:
+    """A markdown cell of 1 MB of highlighted code: a red-team review found that rendering a
+    5 MB one for the feedback page took the grader 275 s and 6 GB."""
+    nb = lessons.correct(A)
+    nb.cells.append(new_markdown_cell("```python\n" + "a+" * 500_000 + "a\n```"))
+    return _write(nb, path)
+
+
 @pytest.mark.parametrize("make, words", [
     (lambda p, l: deep_json(p), "nested"),
+    (long_markdown, "characters of text"),
     (many_cells, "10010 cells"),
     (not_utf8, "not text"),
     (lone_surrogate, "lone surrogates"),
@@ -181,6 +190,13 @@ def test_a_class_of_bad_files_is_graded_around_them(course, tmp_path):
     deep_json(folder / "deep" / f"{A}.ipynb")
     many_cells(folder / "manycells" / f"{A}.ipynb", lessons)
     huge_output(folder / "bigoutput" / f"{A}.ipynb", lessons)
+    # 40 MiB of displayed '&', within the output caps of the sandbox's channel: the feedback
+    # keeps 16 MiB of it (escaping grows it five times over; a red-team notebook printing
+    # 92 MiB made the grader use 6 GB while writing its feedback).
+    _write(lessons.with_answers(A, {"01-ex1-answer": (
+               "from IPython.display import display\nfor _ in range(10):\n"
+               "    display({'text/plain': '&' * (4 << 20)}, raw=True)")}),
+           folder / "ampersands" / f"{A}.ipynb")
     not_utf8(folder / "latin1" / f"{A}.ipynb", lessons)
     lone_surrogate(folder / "surrogate" / f"{A}.ipynb", lessons)
     (folder / "passwd").mkdir()
@@ -207,6 +223,10 @@ def test_a_class_of_bad_files_is_graded_around_them(course, tmp_path):
     assert not any(r["student_id"].startswith("forged") for r in rows)
     assert table[("honest", A)]["status"] == "graded" and table[("honest", A)]["score"] == "3"
     assert table[("forger", A)]["score"] == "3"
+    assert table[("ampersands", A)]["status"] == "graded", table[("ampersands", A)]
+    feedback = out / "feedback" / "ampersands" / f"{A}.html"
+    assert "output cut: the grader keeps 16 MiB" in feedback.read_text(encoding="utf-8")
+    assert feedback.stat().st_size < 120 << 20
     expected = {"deep": "nested", "manycells": "cells", "bigoutput": "larger than 100 MB",
                 "latin1": "not text", "surrogate": "lone surrogates",
                 "passwd": "symbolic link", "cheater": "symbolic link"}

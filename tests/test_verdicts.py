@@ -92,13 +92,23 @@ def test_numbers_the_answer_chose_are_not_quoted_where_they_could_carry_text(vis
     dims = [0, 10043, 8292, 30051, 25973, 8293]
     text = _problems({"observations": {"x.grad": _shaped(dims), "label": "ok"}}, visible)
     assert "another shape" in text and "10043" not in text, text
-    assert "expected shape [2]" in text, text
+    # The expected shape or length, on a hidden check, tells the size of a hidden input.
+    assert ("expected shape [2]" in text) == visible, text
     text = _problems({"observations": {"x.grad": _shaped([3, 1]), "label": "ok"}}, visible)
     assert ("shape [3, 1]" in text) == visible, text
     reference = read_outcome({"observations": {"xs": [1, 2]}})
     student = read_outcome({"observations": {"xs": list(range(9043))}})
     text = " | ".join(outcome_problems(_scenario(visible), reference, student))
-    assert ("9043" in text) == visible and "expected 2" in text, text
+    assert ("9043" in text) == visible and ("expected 2" in text) == visible, text
+
+
+def test_a_report_shaped_to_break_the_reading_is_malformed():
+    """A tensor whose dtype is a list raised TypeError, not the ReportError the grader
+    catches: the notebook then ended in `error` (found by a red-team review)."""
+    from autograder.verdicts import ReportError
+    with pytest.raises(ReportError):
+        read_outcome({"observations": {"x.grad": {"__tensor__": {
+            "dtype": ["float32"], "shape": [1], "data": [1.0]}}}})
 
 
 def test_found_values_are_quoted_to_six_digits():

@@ -216,10 +216,16 @@ def _read_line(fd: int) -> dict:
     return json.loads(bytes(data)) if data.strip() else {}
 
 
+def _die_with_parent() -> None:
+    from autograder.runner.sandbox import PR_SET_PDEATHSIG, _libc
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
                    forked_from_zygote: bool) -> None:
     code = 0
     try:
+        _die_with_parent()  # nor a notebook its host or zygote
         shell.close_inherited((events, payload))
         channel = shell.Channel(events)
         if host.sandbox:
@@ -356,6 +362,7 @@ def _zygote_main(host: Host, prologue: list, request: dict, scratch: str,
     try:
         shell.close_inherited((sock.fileno(), report_fd))
         os.setsid()
+        _die_with_parent()  # a zygote never outlives its runner host
         import resource
         if host.address_space > 0:
             resource.setrlimit(resource.RLIMIT_AS, (host.address_space, host.address_space))
