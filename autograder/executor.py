@@ -70,8 +70,9 @@ MAX_MESSAGE_BYTES = 48 << 20
 HOST_START_SECONDS = 180.0
 _SAFE_MIME = ("text/plain", "image/png", "image/jpeg")
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
-_HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?",
-                     re.S | re.M)
+# nbgrader's rule (ClearHiddenTests): a line that holds the begin delimiter starts a hidden
+# region, one that holds the end delimiter ends it; both lines are hidden too.
+HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 
 
 # --------------------------------------------------------------------------------------------
@@ -691,7 +692,17 @@ def prologue_end(nb: NotebookNode) -> int:
 
 
 def strip_hidden(source: str) -> str:
-    return _HIDDEN.sub("", source)
+    """The source without its hidden-test regions, by nbgrader's own rule; a region begun and
+    never ended runs to the end of the cell (never into the sandbox)."""
+    kept, hidden = [], False
+    for line in source.splitlines(keepends=True):
+        if HIDDEN_BEGIN in line:
+            hidden = True
+        elif HIDDEN_END in line and hidden:
+            hidden = False
+        elif not hidden:
+            kept.append(line)
+    return "".join(kept)
 
 
 class References:

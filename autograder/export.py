@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.release import COURSE_ROOT, lessons as course_lessons
-from autograder.submissions import Roster, one_line
+from autograder.submissions import Roster, one_line, spreadsheet_cell
 
 FORMATS = ("canvas", "moodle", "csv")
 CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -221,7 +221,8 @@ def export(to: str, out: Path, course_root: Path = COURSE_ROOT,
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle).writerows([[cell if cell == CANVAS_POINTS else one_line(cell, 500)
+        csv.writer(handle).writerows([[cell if cell == CANVAS_POINTS
+                                       else spreadsheet_cell(one_line(cell, 500))
                                        for cell in row] for row in rows])
     warnings = []
     manual = [f"{s.id}/{lesson}" for s in grades.students for lesson, score in s.scores.items()

@@ -37,7 +37,8 @@ from autograder.release import COURSE_ROOT, lessons as course_lessons
 from autograder.submissions import (STATE_FILE, Roster, RosterReport, Submission,
                                     apply_roster, cell_ids, check, collect, copy_regular_file,
                                     layout_summary, new_since, one_line, pick_newest,
-                                    read_state, record_students, student_records, write_state)
+                                    read_state, record_students, spreadsheet_cell, student_records,
+                                    write_state)
 
 STATUSES = ("graded", "missing", "invalid", "timeout", "error")
 ENGINES = ("fork", "nbgrader")
@@ -638,7 +639,7 @@ def write_grades(path: Path, results: list[Result]) -> None:
         writer = csv.DictWriter(handle, fieldnames=CSV_HEADER)
         writer.writeheader()
         for result in results:
-            row = {key: one_line(value) if isinstance(value, str) else value
+            row = {key: spreadsheet_cell(one_line(value)) if isinstance(value, str) else value
                    for key, value in result.row().items()}
             row["score"] = f"{row['score']:g}"
             row["max_score"] = f"{row['max_score']:g}"

@@ -221,7 +221,10 @@ class CaptureLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.records.append(self.format(record))
+            # One line per record: a message may quote a student's text (a cell's source, a
+            # grade id), whose newlines must not add lines to the grading log.
+            text = re.sub(r"[\x00-\x1f\x7f\u2028\u2029\x85]+", " ", self.format(record))
+            self.records.append(text[:4000])
         except Exception:  # noqa: BLE001 (a log line is never worth a failed grade)
             pass
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from autograder.submissions import one_line
+from autograder.submissions import one_line, spreadsheet_cell
 
 ITEMS_HEADER = ["lesson", "exercise", "cell", "check", "visibility", "attempts", "passed",
                 "pass_rate", "mistakes"]
@@ -223,8 +223,9 @@ def write_items(path: Path, items: list[Item], order: dict[str, int]) -> None:
         writer.writerow(ITEMS_HEADER)
         for item in items:
             mistakes = "; ".join(f"{name}: {count}" for name, count in item.mistakes.most_common())
-            writer.writerow([item.lesson, item.exercise, item.cell, item.check, item.visibility,
-                             item.attempts, item.passed, f"{item.pass_rate:.3f}", mistakes])
+            writer.writerow([spreadsheet_cell(value) for value in (
+                item.lesson, item.exercise, item.cell, item.check, item.visibility,
+                item.attempts, item.passed, f"{item.pass_rate:.3f}", mistakes)])
 
 
 # --------------------------------------------------------------------------------------------

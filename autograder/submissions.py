@@ -103,6 +103,20 @@ def one_line(text: object, limit: int = MAX_REASON) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
+_FORMULA_START = ("=", "+", "-", "@")
+_PLAIN_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def spreadsheet_cell(value: object) -> object:
+    """A CSV cell that a spreadsheet will not read as a formula: text that starts with = + - @
+    (a student id, a name, a file name in a reason) gets a leading apostrophe, as spreadsheets
+    themselves write literal text; numbers and other text are left as they are."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) \
+            and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
 def printable(name: str) -> str:
     """A file name as it can be shown: each control character written as an escape (\\n)."""
     return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), name)

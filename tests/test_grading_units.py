@@ -209,3 +209,48 @@ def test_command_reports_bad_input(tmp_path, capsys):
 
     assert main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", [
+    "x = 1\n### BEGIN HIDDEN TESTS\nSECRET = 2\n### END HIDDEN TESTS\ny = 3\n",
+    "x = 1\n# BEGIN HIDDEN TESTS\nSECRET = 2\n# END HIDDEN TESTS\ny = 3\n",
+    "x = 1\n    ## BEGIN HIDDEN TESTS\n    SECRET = 2\n## END HIDDEN TESTS\ny = 3",
+    "x = 1\nif True:  # BEGIN HIDDEN TESTS\n    SECRET = 2\ny = 3  # END HIDDEN TESTS\n",
+])
+def test_hidden_regions_are_stripped_by_nbgraders_rule(source):
+    """nbgrader hides every line from one holding BEGIN HIDDEN TESTS to one holding END
+    HIDDEN TESTS, whatever comes before them on the line; the grader used to strip only
+    `### ...` lines, so a region nbgrader hid went into the sandbox (red team, round 2)."""
+    from autograder.executor import strip_hidden
+    stripped = strip_hidden(source)
+    assert "SECRET" not in stripped and "HIDDEN" not in stripped
+    assert stripped.startswith("x = 1\n")
+
+
+def test_a_hidden_region_without_end_hides_the_rest():
+    from autograder.executor import strip_hidden
+    assert strip_hidden("a\n# BEGIN HIDDEN TESTS\nSECRET\nmore SECRET\n") == "a\n"
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("=1+2", "'=1+2"), ("@SUM(1)", "'@SUM(1)"), ("+x", "'+x"), ("-cmd", "'-cmd"),
+    ("-1.5", "-1.5"), ("3", "3"), ("alice", "alice"), (3, 3), ("a=b", "a=b"),
+])
+def test_spreadsheet_cells(value, expected):
+    from autograder.submissions import spreadsheet_cell
+    assert spreadsheet_cell(value) == expected
+
+
+def test_a_log_record_is_one_line():
+    """nbgrader's messages quote a student's grade ids and cell sources: their newlines must
+    not add lines to grading.log (red team, round 2)."""
+    import logging
+
+    from autograder.nbgrader_inproc import CaptureLog
+    handler = CaptureLog()
+    logger = logging.getLogger("test-capture-log")
+    logger.addHandler(handler)
+    logger.warning("Cell 'zz\n== mallory / 01: graded, 3/3\nWARNING forged' does not exist")
+    logger.removeHandler(handler)
+    assert len(handler.text().splitlines()) == 1
+    assert handler.text().startswith("WARNING Cell 'zz == mallory")

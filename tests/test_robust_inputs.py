@@ -208,6 +208,8 @@ def test_a_class_of_bad_files_is_graded_around_them(course, tmp_path):
     _write(lessons.correct(A), folder / "forger" / forged)
     _write(lessons.correct(A), folder / "forger" / f"{A}.ipynb")
     _write(lessons.correct(A), folder / "evil\nname" / f"{A}.ipynb")
+    # A folder name a spreadsheet would read as a formula (red team, round 2).
+    _write(lessons.correct(A), folder / "=HYPERLINK(1)" / f"{A}.ipynb")
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", str(folder), "--out", str(out),
@@ -223,6 +225,8 @@ def test_a_class_of_bad_files_is_graded_around_them(course, tmp_path):
     assert not any(r["student_id"].startswith("forged") for r in rows)
     assert table[("honest", A)]["status"] == "graded" and table[("honest", A)]["score"] == "3"
     assert table[("forger", A)]["score"] == "3"
+    assert table[("'=HYPERLINK(1)", A)]["score"] == "3"  # written as text, not a formula
+    assert not any(r["student_id"].startswith(("=", "+", "-", "@")) for r in rows)
     assert table[("ampersands", A)]["status"] == "graded", table[("ampersands", A)]
     feedback = out / "feedback" / "ampersands" / f"{A}.html"
     assert "output cut: the grader keeps 16 MiB" in feedback.read_text(encoding="utf-8")
