@@ -58,6 +58,12 @@ def _short_traceback(output: NotebookNode) -> list[str]:
     return [f"{_ansi_red(ename)}: {evalue}" if evalue else _ansi_red(ename)]
 
 
+# Rendered markdown kept across notebooks by a worker: at most this much, of pieces this large
+# (a lesson's longest markdown cell renders to a few KB).
+MARKDOWN_CACHE_BYTES = 64 << 20
+MARKDOWN_CACHE_ITEM = 64 << 10
+
+
 class HideTestTracebacks(NbGraderPreprocessor):
     """Reduce the tracebacks in test cells (and cells with hidden tests) to their last line."""
 
@@ -430,6 +436,7 @@ class FeedbackHTMLExporter(HTMLExporter):
     it remembers rendered markdown across notebooks (a lesson's text is the same for all)."""
 
     _markdown: dict = {}
+    _markdown_bytes = 0
 
     @contextfilter
     def markdown2html(self, context, source):
@@ -444,8 +451,13 @@ class FeedbackHTMLExporter(HTMLExporter):
         found = self._markdown.get(key)
         if found is None:
             found = clean_html(super().markdown2html(context, source))
-            if len(self._markdown) < 50_000:
+            # Kept only while small: a student's own markdown is unique to their notebook,
+            # and the cache lives as long as the worker.
+            size = len(source) + len(found)
+            if size <= MARKDOWN_CACHE_ITEM and \
+                    type(self)._markdown_bytes + size <= MARKDOWN_CACHE_BYTES:
                 self._markdown[key] = found
+                type(self)._markdown_bytes += size
         return found
 
     def _create_environment(self):

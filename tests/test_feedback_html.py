@@ -362,3 +362,18 @@ def test_graded_hostile_submission_feedback_runs_nothing(browser, tmp_path):
     assert seen["pwned"] == [] and seen["requests"] == []
     grades = (out / "grades.csv").read_text()
     assert re.search(r"mallory,01_fixture_basics,3(\.0)?,3", grades), grades
+
+
+def test_rendered_markdown_is_cached_only_while_small():
+    """A worker keeps the lesson's rendered markdown for every notebook; a student's own long
+    markdown is not kept (the cache lived as long as the worker, with no limit on its bytes)."""
+    from nbformat.v4 import new_notebook
+
+    from autograder.feedback import MARKDOWN_CACHE_ITEM, FeedbackHTMLExporter
+    small, large = "Some *text* here.", "word " * (MARKDOWN_CACHE_ITEM // 4)
+    nb = new_notebook(cells=[new_markdown_cell(small), new_markdown_cell(large)])
+    page, _ = FeedbackHTMLExporter().from_notebook_node(nb)
+    assert "<em>text</em>" in page and page.count("word") >= MARKDOWN_CACHE_ITEM // 8
+    cached = {key[0] for key in FeedbackHTMLExporter._markdown}
+    assert small in cached and large not in cached
+    assert FeedbackHTMLExporter._markdown_bytes <= 64 << 20
