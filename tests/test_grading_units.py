@@ -254,3 +254,22 @@ def test_a_log_record_is_one_line():
     logger.removeHandler(handler)
     assert len(handler.text().splitlines()) == 1
     assert handler.text().startswith("WARNING Cell 'zz == mallory")
+
+
+def test_a_cgroup_is_never_shared():
+    """Two grading runs in two PID namespaces can have runner hosts of the same pid: a group
+    named after it was shared by two notebooks, which mixed their CPU time and memory and
+    ended one with the other (a flaky attack test, two fixtures grading at once). A name that
+    exists is never taken again."""
+    from autograder.runner.sandbox import Cgroup
+    if Cgroup.base() is None:
+        pytest.skip("no cgroup this process may create children in (CI runs as root)")
+    name = f"autograder-test-{os.getpid()}-{os.urandom(4).hex()}"
+    first = Cgroup.create(name, 1 << 30, 64)
+    assert first is not None
+    try:
+        second = Cgroup.create(name, 1 << 30, 64)
+        assert second is None
+        assert all(os.path.isdir(path) for path in first.paths.values())
+    finally:
+        first.remove()

@@ -154,7 +154,11 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
     host.count += 1
     cgroup = None
     if host.sandbox:
-        cgroup = Cgroup.create(f"autograder-{os.getpid()}-{host.count}", host.memory_limit,
+        # A name of its own: two grading runs in two PID namespaces (containers, or the
+        # tests' throwaway ones) can have hosts of the same pid, and a shared group would mix
+        # their notebooks' time and memory, and end one with the other.
+        cgroup = Cgroup.create(f"autograder-{os.getpid()}-{host.count}-{os.urandom(6).hex()}",
+                               host.memory_limit,
                                host.max_processes)
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the notebook's process, measured through the tests)

@@ -150,7 +150,8 @@ class Cgroup:
             for key, folder in bases.items():
                 path = os.path.join(folder, name)
                 try:
-                    os.makedirs(path, exist_ok=True)
+                    if os.path.realpath(path) not in map(os.path.realpath, paths.values()):
+                        os.mkdir(path)  # never one that exists: it would be another notebook's
                 except OSError:
                     if key == "cpuacct":
                         continue  # the CPU time is then kept on the wall clock only
