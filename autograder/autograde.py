@@ -128,8 +128,7 @@ def verdict(nb, settings: Settings) -> tuple[str, str] | None:
                 kind = output.get("evalue")
                 if kind in executor.CHECKS_STOPPED:
                     status = "timeout" if kind in ("timeout", "budget") else "error"
-                    return status, ("Every cell ran, then checking the answers stopped: "
-                                    f"{executor.CHECKS_STOPPED[kind]}." + review)
+                    return status, executor.checks_stopped_text(kind) + review
             if ename == TIMEOUT_ENAME:
                 return "timeout", (f"{_where(nb, index)} ran past the time limit per cell "
                                    f"({settings.timeout:g} s of computing) and was stopped "

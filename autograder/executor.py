@@ -521,24 +521,21 @@ def _output_bytes(output: dict) -> int:
     return sum(len(v) for v in output.get("data", {}).values())
 
 
-def _within(outputs: list[dict], budget: list[int]) -> list[dict]:
-    """The outputs that fit in what is left of the notebook's budget (`budget[0]`, spent as
-    they are kept); the first that does not is replaced by a note, the rest are dropped. The
-    feedback page grows several times over an output's size (escaping, highlighting), and
-    its making has no limit of its own."""
+def _within(outputs: list[dict], left: int) -> tuple[list[dict], int]:
+    """The outputs that fit in the `left` bytes of the notebook's budget, and what is left of
+    it after them (below 0 once it is spent: nothing more is kept). The first output that does
+    not fit is replaced by a note. The feedback page grows several times over an output's size
+    (escaping, highlighting), and its making has no limit of its own."""
     kept = []
     for output in outputs:
-        size = _output_bytes(output)
-        if budget[0] < 0:
+        if left < 0:
             break
-        budget[0] -= size
-        if budget[0] < 0:
-            kept.append({"output_type": "stream", "name": "stdout", "text": (
-                f"[output cut: the grader keeps {MAX_KEPT_OUTPUT_BYTES >> 20} MiB of a "
-                "notebook's output]\n")})
-            break
-        kept.append(output)
-    return kept
+        left -= _output_bytes(output)
+        kept.append(output if left >= 0 else {
+            "output_type": "stream", "name": "stdout",
+            "text": f"[output cut: the grader keeps {MAX_KEPT_OUTPUT_BYTES >> 20} MiB of a "
+                    "notebook's output]\n"})
+    return kept, left
 
 
 def _clean_output(output: Any) -> dict | None:
@@ -821,12 +818,13 @@ class ForkedExecute(NbGraderPreprocessor):
 
     def _apply(self, nb: NotebookNode, cells: list[tuple[int, str]], run: Run) -> None:
         stopped = False
-        budget = [MAX_KEPT_OUTPUT_BYTES]
+        left = MAX_KEPT_OUTPUT_BYTES  # of the outputs kept, in bytes
         for index, _ in cells:
             cell = nb.cells[index]
             done = run.executed.get(index)
             if done is not None and not (run.cell == index and run.outcome == "oom"):
-                cell.outputs = [from_dict(o) for o in _within(done["outputs"], budget)]
+                kept, left = _within(done["outputs"], left)
+                cell.outputs = [from_dict(o) for o in kept]
                 cell.execution_count = done["execution_count"]
                 if run.cell == index and run.outcome == "timeout":
                     cell.outputs.append(from_dict(timeout_output(self.timeout)))
@@ -897,11 +895,9 @@ class ForkedExecute(NbGraderPreprocessor):
             _verdict_outputs(cell, exercise, checks, run)
             cell.outputs = stop + list(cell.outputs)
         if stopped:  # the notebook's status comes from the first test cell's note of it
-            index, cell = tests[0]
-            cell.outputs = [from_dict(error_output(
-                CHECKS_STOPPED_ENAME, stopped,
-                f"Every cell ran, then checking the answers stopped: {CHECKS_STOPPED[stopped]}."))
-                            ] + list(cell.outputs)
+            _, cell = tests[0]
+            note = error_output(CHECKS_STOPPED_ENAME, stopped, checks_stopped_text(stopped))
+            cell.outputs = [from_dict(note)] + list(cell.outputs)
         return rows
 
 
@@ -926,6 +922,10 @@ def checks_stopped(run: Run) -> str | None:
     if run.outcome == "timeout":
         return "budget" if run.budget_spent else "timeout"
     return "oom" if run.outcome == "oom" else "died"
+
+
+def checks_stopped_text(kind: str) -> str:
+    return f"Every cell ran, then checking the answers stopped: {CHECKS_STOPPED[kind]}."
 
 
 def _lesson_files(root: Path, name: str) -> str | None:

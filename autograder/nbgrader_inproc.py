@@ -30,6 +30,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.release import COURSE_ROOT
+from autograder.submissions import one_line
 
 LOG = logging.getLogger("autograder.nbgrader")
 
@@ -223,8 +224,7 @@ class CaptureLog(logging.Handler):
         try:
             # One line per record: a message may quote a student's text (a cell's source, a
             # grade id), whose newlines must not add lines to the grading log.
-            text = re.sub(r"[\x00-\x1f\x7f\u2028\u2029\x85]+", " ", self.format(record))
-            self.records.append(text[:4000])
+            self.records.append(one_line(self.format(record), 4000))
         except Exception:  # noqa: BLE001 (a log line is never worth a failed grade)
             pass
 

@@ -272,13 +272,13 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
         if not isinstance(found, Tensor):
             return [f"{where}: expected a tensor, found {_kind(found)}"]
         if found.shape != expected.shape:
-            # The found shape is quoted only on a visible check, and only a plain one (a few
-            # dimensions, some elements): a hidden check's, or an empty tensor of many
-            # dimensions, could carry any numbers the answer chose.
-            plain = reveal and len(found.shape) <= 4 and len(found.data) > 0
-            shown = f"shape {list(found.shape)}" if plain else "another shape"
-            if not reveal:  # the expected shape tells the size of a hidden input
+            # A hidden check quotes neither shape: the found one could carry any numbers the
+            # answer chose, the expected one tells the size of a hidden input. A visible check
+            # quotes the found shape only when it is plain (a few dimensions, some elements).
+            if not reveal:
                 return [f"{where}: a tensor of another shape than expected"]
+            plain = len(found.shape) <= 4 and len(found.data) > 0
+            shown = f"shape {list(found.shape)}" if plain else "another shape"
             return [f"{where}: a tensor of {shown}, expected shape {list(expected.shape)}"]
         if found.dtype != expected.dtype:
             return [f"{where}: dtype {found.dtype}, expected {expected.dtype}"]
@@ -304,8 +304,7 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
         if not isinstance(found, list):
             return [f"{where}: expected a list, found {_kind(found)}"]
         if len(found) != len(expected):
-            if not reveal:  # its length is the answer's choice: not quoted on hidden checks
-                # nor the expected length: it tells the size of a hidden input
+            if not reveal:  # neither length: as for a tensor's shape above
                 return [f"{where}: a list of another length than expected"]
             return [f"{where}: a list of {len(found)} items, expected {len(expected)}"]
         problems = []

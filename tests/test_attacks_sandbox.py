@@ -323,32 +323,43 @@ for pid in children:
 print("children holding 0.8 GiB:", ready, "killed:", dead)
 '''
 
-HEARTBEAT = r'''
-import json, os, signal, stat, time
+# What the attacks on the grader's pipes share: their own limits switched off, and the pipes
+# they hold (the notebook's events pipe among them).
+TIMERS_OFF = r'''
+import signal
 for timer in (signal.ITIMER_REAL, signal.ITIMER_PROF):  # the limits kept inside: off
     signal.setitimer(timer, 0)
 for number in (signal.SIGALRM, signal.SIGPROF):
     signal.signal(number, signal.SIG_IGN)
-channels = []
+'''
+OWN_PIPES = r'''
+import os, stat
+pipes = []
 for name in os.listdir("/proc/self/fd"):
     try:
         if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
-            channels.append(int(name))
+            pipes.append(int(name))
     except OSError:
         pass
-def send(message):
-    for fd in channels:
+def send(data):
+    for fd in pipes:
         try:
-            os.write(fd, (json.dumps(message) + "\n").encode())
+            os.write(fd, data)
         except OSError:
             pass
+'''
+
+HEARTBEAT = TIMERS_OFF + OWN_PIPES + r'''
+import json, time
 pending = [4, 5, 7, 8]  # this cell, then the ones after it "done" one by one, then "observing"
 step = 0
 while time.process_time() < CPU_SECONDS:  # computes (no sleeping) far past the cell's limit
     if time.process_time() >= step * TIMEOUT / 2:
         step += 1
-        send({"event": "done", "index": pending.pop(0), "outputs": [], "execution_count": 1,
-              "timed_out": False, "seconds": 0.1} if pending else {"event": "observing"})
+        message = ({"event": "done", "index": pending.pop(0), "outputs": [],
+                    "execution_count": 1, "timed_out": False, "seconds": 0.1}
+                   if pending else {"event": "observing"})
+        send((json.dumps(message) + "\n").encode())
 print("computed for", round(time.process_time()), "s")
 '''
 
@@ -362,55 +373,34 @@ while True:  # computes for ever, its own alarm switched off
     pass
 '''
 
+# Reports its own cell's end with a duration that is not a number, then sleeps (no CPU, so
+# its own timer never fires). A red-team review found that the grader's reading of that report
+# raised: the notebook was never stopped, its runner host stayed blocked on it, every later
+# notebook on that worker (the lesson's reference run too) failed, and its processes outlived
+# the grading command.
+BAD_REPORT = OWN_PIPES + r'''
+import json, signal, time
+signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+send((json.dumps({"event": "done", "index": 4, "outputs": [], "seconds": [1]}) + "\n").encode())
+while True:
+    time.sleep(1000)
+'''
+
 # Keeps the grader reading, its own timers off. "flood-lines" computes for ever and writes an
 # empty line to every pipe it holds every few milliseconds: too little to reach the output cap,
 # often enough that the pipe is never quiet for long (a red-team review found that the grader
 # read its clocks only when the pipe had been quiet for a while: such a notebook ran for ever).
 # "flood-bytes" writes bytes without a newline for ever: a line without end, which the grader
 # kept in its memory whatever its size.
-# Reports its own cell's end with a duration that is not a number, then sleeps (no CPU, so
-# its own timer never fires). A red-team review found that the grader's reading of that report
-# raised: the notebook was never stopped, its runner host stayed blocked on it, every later
-# notebook on that worker (the lesson's reference run too) failed, and its processes outlived
-# the grading command.
-BAD_REPORT = r'''
-import json, os, signal, stat, time
-line = (json.dumps({"event": "done", "index": 4, "outputs": [], "seconds": [1]}) + "\n").encode()
-signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-for name in os.listdir("/proc/self/fd"):
-    try:
-        if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
-            os.write(int(name), line)
-    except OSError:
-        pass
-while True:
-    time.sleep(1000)
-'''
-
-FLOOD = r'''
-import os, signal, stat, time
-for timer in (signal.ITIMER_REAL, signal.ITIMER_PROF):
-    signal.setitimer(timer, 0)
-for number in (signal.SIGALRM, signal.SIGPROF):
-    signal.signal(number, signal.SIG_IGN)
-pipes = []
-for name in os.listdir("/proc/self/fd"):
-    try:
-        if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
-            pipes.append(int(name))
-    except OSError:
-        pass
+FLOOD = TIMERS_OFF + OWN_PIPES + r'''
+import time
 data = b"\n" if NEWLINES else b"x" * (1 << 16)
 while True:
     if NEWLINES:  # computes between two lines
         began = time.process_time()
         while time.process_time() - began < 0.005:
             pass
-    for fd in pipes:
-        try:
-            os.write(fd, data)
-        except OSError:
-            pass
+    send(data)
 '''
 
 

@@ -40,7 +40,7 @@ from collections import OrderedDict
 
 from autograder.runner import shell
 from autograder.runner.observe import load_module, run_scenarios
-from autograder.runner.sandbox import Cgroup, Policy, confine
+from autograder.runner.sandbox import Cgroup, Policy, confine, die_with_parent
 
 MAX_ZYGOTES = 2
 ADDRESS_SPACE_FACTOR = 4
@@ -220,16 +220,11 @@ def _read_line(fd: int) -> dict:
     return json.loads(bytes(data)) if data.strip() else {}
 
 
-def _die_with_parent() -> None:
-    from autograder.runner.sandbox import PR_SET_PDEATHSIG, _libc
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
                    forked_from_zygote: bool) -> None:
     code = 0
     try:
-        _die_with_parent()  # nor a notebook its host or zygote
+        die_with_parent()  # nor a notebook its host or zygote
         shell.close_inherited((events, payload))
         channel = shell.Channel(events)
         if host.sandbox:
@@ -366,7 +361,7 @@ def _zygote_main(host: Host, prologue: list, request: dict, scratch: str,
     try:
         shell.close_inherited((sock.fileno(), report_fd))
         os.setsid()
-        _die_with_parent()  # a zygote never outlives its runner host
+        die_with_parent()  # a zygote never outlives its runner host
         import resource
         if host.address_space > 0:
             resource.setrlimit(resource.RLIMIT_AS, (host.address_space, host.address_space))
@@ -414,9 +409,7 @@ def _leave_with_worker(sock: socket.socket) -> None:
     that, `_stop` turns it into a normal exit."""
     import struct
 
-    from autograder.runner.sandbox import PR_SET_PDEATHSIG, _libc
-
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    die_with_parent(signal.SIGTERM)
     # The worker made the socket pair: its pid is the peer's. If the host's parent is no
     # longer that process, the worker ended before the signal was set.
     try:

@@ -395,6 +395,11 @@ def setup_note() -> str | None:
             "instructors) says what the sandbox needs.")
 
 
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """This process gets `sig` when the one that forked it ends."""
+    _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
 def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     """Confine this freshly forked, single-threaded process (see the module's doc). Returns
     in the confined process (the child of PID 1 of its namespace); the calling process never
@@ -434,7 +439,7 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     child = os.fork()
     if child:  # C1: wait for the namespace's init, then leave with its status
         os.close(alive_r)
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        die_with_parent()
         _exit_with(_wait_for(child))
     # C2: PID 1 of the new namespace. It runs no student code: it forks the notebook's process
     # (C3) and reaps. (A PID 1 ignores the signals its own namespace sends it; a notebook must
@@ -444,7 +449,7 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     # gets no signal it has no handler for, and C2 is not dumpable (no ptrace, no
     # /proc/1/mem, no pidfd_getfd).
     os.close(alive_w)
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    die_with_parent()
     if select.select([alive_r], [], [], 0)[0]:  # C1 is already gone
         os._exit(70)
     try:
@@ -467,7 +472,7 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
             pass
         _exit_with(_wait_for(notebook, reap=True))
     os.close(alive_r)
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    die_with_parent()
     try:
         _limit(policy)
         _drop_privileges()
