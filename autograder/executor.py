@@ -55,6 +55,10 @@ CHECK_ENAME = "CheckFailed"
 # Of a notebook's outputs, the grader keeps this much in its autograded notebook and feedback
 # (a lesson's own outputs, figures included, are under 2 MiB).
 MAX_KEPT_OUTPUT_BYTES = 16 << 20
+# What each output costs of that budget besides its own bytes: the feedback page and the
+# grader's memory grow with the number of outputs too (so at most about 2,000 are kept; a
+# lesson has under 40).
+OUTPUT_COST_BYTES = 8 << 10
 CHECKS_STOPPED_ENAME = "ChecksStopped"  # the run stopped while the scenarios ran its answers
 _STOP_ENAMES = {"timeout": (TIMEOUT_ENAME,), "oom": ("MemoryError",), "died": (DEAD_ENAME,)}
 GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
@@ -349,6 +353,9 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     oom_at = position  # the cell awaited when its memory ran out
                     oom = True
                 elif event == "exited":
+                    # Its process is reaped (its namespace gone with it): its pid may be
+                    # another process's from now on, so it is never signalled again.
+                    pid = None
                     status = message.get("status") if isinstance(message.get("status"),
                                                                  int) else None
                     oom = bool(message.get("oom"))
@@ -530,11 +537,12 @@ def _within(outputs: list[dict], left: int) -> tuple[list[dict], int]:
     for output in outputs:
         if left < 0:
             break
-        left -= _output_bytes(output)
+        left -= _output_bytes(output) + OUTPUT_COST_BYTES
         kept.append(output if left >= 0 else {
             "output_type": "stream", "name": "stdout",
             "text": f"[output cut: the grader keeps {MAX_KEPT_OUTPUT_BYTES >> 20} MiB of a "
-                    "notebook's output]\n"})
+                    f"notebook's output, each of its outputs counted as at least "
+                    f"{OUTPUT_COST_BYTES >> 10} KiB]\n"})
     return kept, left
 
 
@@ -691,8 +699,9 @@ def prologue_end(nb: NotebookNode) -> int:
 def strip_hidden(source: str) -> str:
     """The source without its hidden-test regions, by nbgrader's own rule; a region begun and
     never ended runs to the end of the cell (never into the sandbox)."""
+    parts = source.split("\n")  # as nbgrader splits (not at other line breaks: \u2028, ...)
     kept, hidden = [], False
-    for line in source.splitlines(keepends=True):
+    for line in [part + "\n" for part in parts[:-1]] + [parts[-1]]:
         if HIDDEN_BEGIN in line:
             hidden = True
         elif HIDDEN_END in line and hidden:

@@ -58,7 +58,8 @@ def _short_traceback(output: NotebookNode) -> list[str]:
     return [f"{_ansi_red(ename)}: {evalue}" if evalue else _ansi_red(ename)]
 
 
-# Rendered markdown kept across notebooks by a worker: at most this much, of pieces this large
+# Rendered markdown (and highlighted code) kept across notebooks by a worker: at most this much
+# each, of pieces this large
 # (a lesson's longest markdown cell renders to a few KB).
 MARKDOWN_CACHE_BYTES = 64 << 20
 MARKDOWN_CACHE_ITEM = 64 << 10
@@ -133,14 +134,20 @@ class _CachedHighlighter:
     def __init__(self, highlighter) -> None:
         self.highlighter = highlighter
         self.cache: dict = {}
+        self.cached_bytes = 0
 
     def __call__(self, source, language=None, metadata=None):
         key = (source, language, repr(metadata) if metadata else "")
         found = self.cache.get(key)
         if found is None:
             found = self.highlighter(source, language, metadata)
-            if len(self.cache) < 50_000:
+            # As for markdown: only small pieces, and a bounded total (it lives as long as
+            # the worker, and a student's own code is unique to their notebook).
+            size = len(source) + len(str(found))
+            if size <= MARKDOWN_CACHE_ITEM and \
+                    self.cached_bytes + size <= MARKDOWN_CACHE_BYTES:
                 self.cache[key] = found
+                self.cached_bytes += size
         return found
 
 

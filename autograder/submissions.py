@@ -54,6 +54,7 @@ MAX_DEPTH = 100  # nesting of a notebook's JSON (about 6 in a lesson notebook)
 # A cell's text (a lesson's longest is under 5 KB): rendering and highlighting a long one for
 # the feedback page costs the grader far more time and memory than its size.
 MAX_CELL_SOURCE = 256 * 1024
+MAX_NOTEBOOK_SOURCE = 1024 * 1024  # all its cells' text (a lesson's is under 50 KB)
 MAX_REASON = 2000
 LAYOUTS = ("auto", "folders", "canvas", "moodle", "blackboard")
 _SKIPPED_PARTS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__"}
@@ -934,15 +935,21 @@ def _read_notebook(path: Path) -> tuple[object | None, str | None]:
     problem = _nesting_problem(data)
     if problem:
         return None, f"The file is not a readable notebook: {problem}."
+    total = 0
     for number, cell in enumerate(data["cells"], start=1):
         source = cell.get("source") if isinstance(cell, dict) else None
         size = (len(source) if isinstance(source, str) else
                 sum(len(s) for s in source if isinstance(s, str))
                 if isinstance(source, list) else 0)
+        total += size
         if size > MAX_CELL_SOURCE:
             return None, (f"Cell {number} holds {size:,} characters of text; a cell may hold at "
                           f"most {MAX_CELL_SOURCE:,} (a lesson's longest is under 5,000). "
                           "Shorten it and submit the notebook again.")
+        if total > MAX_NOTEBOOK_SOURCE:
+            return None, (f"The notebook's cells hold more than {MAX_NOTEBOOK_SOURCE:,} "
+                          "characters of text in all (a lesson's hold under 50,000). Remove "
+                          "what you added and submit it again.")
     if re.search(r"\\u[dD][89a-fA-F]", text) and _has_lone_surrogates(data):
         return None, ("The file is not a readable notebook: it holds characters that are not "
                       "valid text (lone surrogates).")

@@ -377,3 +377,14 @@ def test_rendered_markdown_is_cached_only_while_small():
     cached = {key[0] for key in FeedbackHTMLExporter._markdown}
     assert small in cached and large not in cached
     assert FeedbackHTMLExporter._markdown_bytes <= 64 << 20
+
+
+def test_highlighted_code_is_cached_only_while_small():
+    """As for markdown: a worker's cache of highlighted code keeps small pieces only (it had a
+    count limit, and a student's long code cells stayed in it for the worker's life)."""
+    from autograder.feedback import MARKDOWN_CACHE_ITEM, _CachedHighlighter
+    cached = _CachedHighlighter(lambda source, language=None, metadata=None: f"<pre>{source}</pre>")
+    small, large = "x = 1", "a+a\n" * (MARKDOWN_CACHE_ITEM // 2)
+    assert cached(small) == "<pre>x = 1</pre>" and cached(large).startswith("<pre>a+a")
+    assert [key[0] for key in cached.cache] == [small]
+    assert cached.cached_bytes == len(small) + len("<pre>x = 1</pre>")

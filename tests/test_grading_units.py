@@ -216,6 +216,9 @@ def test_command_reports_bad_input(tmp_path, capsys):
     "x = 1\n# BEGIN HIDDEN TESTS\nSECRET = 2\n# END HIDDEN TESTS\ny = 3\n",
     "x = 1\n    ## BEGIN HIDDEN TESTS\n    SECRET = 2\n## END HIDDEN TESTS\ny = 3",
     "x = 1\nif True:  # BEGIN HIDDEN TESTS\n    SECRET = 2\ny = 3  # END HIDDEN TESTS\n",
+    # nbgrader splits lines at "\n" only: what follows another line break on the end line
+    # is still hidden (red team, round 3).
+    "x = 1\n### BEGIN HIDDEN TESTS\nSECRET = 2\n### END HIDDEN TESTS\u2028SECRET = 3\n",
 ])
 def test_hidden_regions_are_stripped_by_nbgraders_rule(source):
     """nbgrader hides every line from one holding BEGIN HIDDEN TESTS to one holding END

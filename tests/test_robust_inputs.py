@@ -93,9 +93,18 @@ def long_markdown(path: Path, lessons: Lessons) -> Path:
     return _write(nb, path)
 
 
+def long_notebook(path: Path, lessons: Lessons) -> Path:
+    """Cells each under the limit of one, 5 MB of them in all (red team, round 3: every cell is
+    highlighted into the feedback, run or not)."""
+    nb = lessons.correct(A)
+    nb.cells += [new_code_cell("a+a\n" * 60_000) for _ in range(20)]
+    return _write(nb, path)
+
+
 @pytest.mark.parametrize("make, words", [
     (lambda p, l: deep_json(p), "nested"),
     (long_markdown, "characters of text"),
+    (long_notebook, "characters of text in all"),
     (many_cells, "10010 cells"),
     (not_utf8, "not text"),
     (lone_surrogate, "lone surrogates"),
@@ -193,6 +202,12 @@ def test_a_class_of_bad_files_is_graded_around_them(course, tmp_path):
     # 40 MiB of displayed '&', within the output caps of the sandbox's channel: the feedback
     # keeps 16 MiB of it (escaping grows it five times over; a red-team notebook printing
     # 92 MiB made the grader use 6 GB while writing its feedback).
+    # Thousands of tiny outputs, far under the budget's bytes (red team, round 3: 950,000
+    # of them cost the grader 5 GB): each output counts for at least 8 KiB of it.
+    chatty = lessons.correct(A)
+    chatty.cells += [new_code_cell("import sys\nfor _ in range(300):\n    print('o')\n"
+                                   "    print('e', file=sys.stderr)") for _ in range(6)]
+    _write(chatty, folder / "chatty" / f"{A}.ipynb")
     _write(lessons.with_answers(A, {"01-ex1-answer": (
                "from IPython.display import display\nfor _ in range(10):\n"
                "    display({'text/plain': '&' * (4 << 20)}, raw=True)")}),
@@ -231,6 +246,11 @@ def test_a_class_of_bad_files_is_graded_around_them(course, tmp_path):
     feedback = out / "feedback" / "ampersands" / f"{A}.html"
     assert "output cut: the grader keeps 16 MiB" in feedback.read_text(encoding="utf-8")
     assert feedback.stat().st_size < 120 << 20
+    assert table[("chatty", A)]["status"] == "graded", table[("chatty", A)]
+    kept = nbformat.read(root / "autograded" / "chatty" / A / f"{A}.ipynb", as_version=4)
+    outputs = [o for c in kept.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert len(outputs) <= (16 << 20) // (8 << 10) + 50, len(outputs)
+    assert any("output cut" in o.get("text", "") for o in outputs)
     expected = {"deep": "nested", "manycells": "cells", "bigoutput": "larger than 100 MB",
                 "latin1": "not text", "surrogate": "lone surrogates",
                 "passwd": "symbolic link", "cheater": "symbolic link"}
