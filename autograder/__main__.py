@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                                help="canvas: Canvas's gradebook import CSV; moodle: Moodle's "
                                     "grade import CSV; csv: one row per student and lesson")
     export_parser.add_argument("--out", "-o", type=Path, default=None, metavar="FILE",
-                               help="the file to write (default: export-<format>.csv here)")
+                               help="the file to write (default: grading/export-<format>.csv "
+                                    "in the course root, which git ignores)")
     export_parser.add_argument("--course-root", type=Path, default=release.COURSE_ROOT,
                                help="nbgrader's course root (default: this repository)")
     export_parser.add_argument("--lessons", nargs="+", metavar="LESSON",
@@ -132,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     export_parser.add_argument("--missing", choices=("blank", "zero"), default="blank",
                                help="a lesson not submitted: blank (the LMS keeps what it has, "
                                     "default) or zero")
+    export_parser.add_argument("--merge", action="store_true",
+                               help="students of the gradebook who share a Canvas user id "
+                                    "(Moodle: an email) get one row, per lesson the latest "
+                                    "submission (default: refuse, naming them)")
     args = parser.parse_args(argv)
     if args.command == "release":
         out = release.release(names=args.lessons or None)
@@ -211,14 +216,15 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from autograder.export import export, parse_columns
+    from autograder.export import EXPORT_FOLDER, export, parse_columns
     from autograder.submissions import read_roster
 
-    out = args.out or Path(f"export-{args.to}.csv")
+    out = args.out or args.course_root / EXPORT_FOLDER / f"export-{args.to}.csv"
     try:
         roster = read_roster(args.roster) if args.roster else None
         done = export(args.to, out, course_root=args.course_root, lessons=args.lessons,
-                      roster=roster, columns=parse_columns(args.column), missing=args.missing)
+                      roster=roster, columns=parse_columns(args.column), missing=args.missing,
+                      merge=args.merge)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -22,11 +22,16 @@ are in it. A lesson's score is nbgrader's own: `max(0, score - late penalty)`.
 A lesson a student has no submission of is left empty (an LMS then leaves its grade as it is),
 or 0 with `--missing zero`. `--column LESSON=HEADER` names a lesson's column (for Canvas, the
 title of an existing assignment with its id, e.g. `Lesson 1 (12345)`).
+
+Two gradebook students who are one LMS user (the same Canvas user id, or for Moodle the same
+email), as when a class was graded twice under different ids, would be two rows for one
+person: the export refuses and names them, or with `merge=True` writes one row for them.
 """
 
 from __future__ import annotations
 
 import csv
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +39,7 @@ from autograder.release import COURSE_ROOT, lessons as course_lessons
 from autograder.submissions import Roster, one_line, spreadsheet_cell
 
 FORMATS = ("canvas", "moodle", "csv")
+EXPORT_FOLDER = "grading"  # in the course root, git-ignored, beside the grading runs' outputs
 CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_POINTS = "    Points Possible"
 MOODLE_HEADER = ["First name", "Last name", "ID number", "Email address"]
@@ -183,6 +189,67 @@ def csv_rows(grades: Grades, headers: dict[str, str], roster: Roster | None,
     return rows
 
 
+def lms_key(student: Student, to: str) -> str:
+    """What the LMS `to` matches a row by, when it names one person: the Canvas user id, or
+    the email for Moodle ('' when there is none)."""
+    if to == "canvas":
+        return student.lms_user_id if student.lms_user_id.isdigit() else ""
+    if to == "moodle":
+        return student.email.strip().casefold()
+    return ""
+
+
+def shared_rows(grades: Grades, to: str) -> dict[str, list[Student]]:
+    """{Canvas user id or email: the students of that key}, for keys two students share."""
+    groups: dict[str, list[Student]] = defaultdict(list)
+    for student in grades.students:
+        key = lms_key(student, to)
+        if key:
+            groups[key].append(student)
+    return {key: group for key, group in groups.items() if len(group) > 1}
+
+
+def merge_students(group: list[Student]) -> Student:
+    """One student of several gradebook ids: the first id's details (the others fill what it
+    lacks), and per lesson the latest submission (the higher score when none is later)."""
+    merged = Student(id=group[0].id)
+    for student in group:
+        for name in ("first_name", "last_name", "email", "lms_user_id"):
+            if not getattr(merged, name):
+                setattr(merged, name, getattr(student, name))
+        for lesson, score in student.scores.items():
+            kept = merged.scores.get(lesson)
+            if kept is None or (score.timestamp, score.score) > (kept.timestamp, kept.score):
+                merged.scores[lesson] = score
+    return merged
+
+
+def _settle_shared(grades: Grades, to: str, merge: bool, roster: Roster | None) -> list[str]:
+    """Refuse rows that share an LMS user (ValueError naming them), or merge them under the
+    roster's id of them if it has one; the warnings to print about what was merged."""
+    on_roster = set(roster.entries) if roster else set()
+    shared = {key: sorted(group, key=lambda s: (s.id not in on_roster, s.id))
+              for key, group in shared_rows(grades, to).items()}
+    if not shared:
+        return []
+    what = "Canvas user id" if to == "canvas" else "email"
+    pairs = [f"{what} {key}: {' and '.join(s.id for s in group)}"
+             for key, group in sorted(shared.items())]
+    if not merge:
+        raise ValueError(
+            f"{len(shared)} {what}s belong to more than one student of the gradebook, so "
+            f"{'Canvas' if to == 'canvas' else 'Moodle'} would get those people twice ("
+            + "; ".join(pairs) + "). The class was probably graded twice under different "
+            "ids: grade it again with --replace-ids to give the gradebook's records the new "
+            "ids, or export with --merge to write one row for each (per lesson, the latest "
+            "submission).")
+    gone = {s.id for group in shared.values() for s in group[1:]}
+    kept = {group[0].id: merge_students(group) for group in shared.values()}
+    grades.students = [kept.get(s.id, s) for s in grades.students if s.id not in gone]
+    return [f"merged into one row each ({what}; per lesson the latest submission): "
+            + "; ".join(pairs)]
+
+
 def parse_columns(items: list[str] | None) -> dict[str, str]:
     """`LESSON=HEADER` items as {lesson: header}."""
     headers = {}
@@ -205,8 +272,11 @@ class Exported:
 
 def export(to: str, out: Path, course_root: Path = COURSE_ROOT,
            lessons: list[str] | None = None, roster: Roster | None = None,
-           columns: dict[str, str] | None = None, missing: str = "blank") -> Exported:
-    """Write the gradebook's grades to `out` in the format `to` (one of FORMATS)."""
+           columns: dict[str, str] | None = None, missing: str = "blank",
+           merge: bool = False) -> Exported:
+    """Write the gradebook's grades to `out` in the format `to` (one of FORMATS). `merge`:
+    write one row for students who share a Canvas user id (Moodle: an email) instead of
+    refusing."""
     if to not in FORMATS:
         raise ValueError(f"unknown format {to!r} (choose from {', '.join(FORMATS)})")
     if missing not in ("blank", "zero"):
@@ -216,6 +286,7 @@ def export(to: str, out: Path, course_root: Path = COURSE_ROOT,
     strays = sorted(set(columns) - {name for name, _ in grades.lessons})
     if strays:
         raise ValueError(f"--column names lessons not exported: {', '.join(strays)}")
+    merged = _settle_shared(grades, to, merge, roster)
     make = {"canvas": canvas_rows, "moodle": moodle_rows, "csv": csv_rows}[to]
     rows = make(grades, columns, roster, missing)
     out = Path(out)
@@ -224,7 +295,7 @@ def export(to: str, out: Path, course_root: Path = COURSE_ROOT,
         csv.writer(handle).writerows([[cell if cell == CANVAS_POINTS
                                        else spreadsheet_cell(one_line(cell, 500))
                                        for cell in row] for row in rows])
-    warnings = []
+    warnings = merged
     manual = [f"{s.id}/{lesson}" for s in grades.students for lesson, score in s.scores.items()
               if score.needs_manual_grade]
     if manual:

@@ -147,12 +147,88 @@ def test_export_command(course, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "4 students, 2 lessons" in done.stdout and "no email" in done.stderr
     assert read_csv(tmp_path / "m.csv")[0][:4] == MOODLE_HEADER
+    # Without --out: grading/ of the course root, which git ignores, never the current folder.
     done = subprocess.run(command + ["--to", "canvas"], capture_output=True, text=True,
                           timeout=300, cwd=tmp_path)
-    assert done.returncode == 0 and (tmp_path / "export-canvas.csv").is_file()
+    default = course / "grading" / "export-canvas.csv"
+    assert done.returncode == 0 and default.is_file() and str(default) in done.stdout
+    assert not list(tmp_path.glob("export-*"))
     done = subprocess.run(command + ["--to", "csv", "--column", "x"], capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 2 and "LESSON=HEADER" in done.stderr
+
+
+def test_exports_go_where_git_ignores_them():
+    """In this repository, the default export lands in grading/, which .gitignore covers."""
+    repo = Path(__file__).resolve().parent.parent
+    for name in ("canvas", "moodle", "csv"):
+        ignored = subprocess.run(["git", "-C", str(repo), "check-ignore", "-q",
+                                  f"grading/export-{name}.csv"])
+        assert ignored.returncode == 0, f"grading/export-{name}.csv is not git-ignored"
+
+
+@pytest.fixture
+def twice(course, tmp_path):
+    """The course's gradebook plus ann and bob graded a second time under roster ids (s001,
+    s002): the same Canvas user (1001) and the same email (bob@example.org)."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    root = tmp_path / "course"
+    shutil.copytree(course, root)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "autograd-hooks") as gb:
+        gb.update_or_create_student("s001", first_name="Ann", last_name="Arbor",
+                                    lms_user_id="1001")
+        gb.update_or_create_student("s002", first_name="Bob", last_name="Bay",
+                                    email="Bob@Example.org")
+        for student, score, when in (("s001", 3, 2031), ("s002", 0, 2020)):
+            submission = gb.update_or_create_submission(A, student)
+            for grade in submission.notebooks[0].grades:
+                grade.auto_score = score / 2
+                grade.needs_manual_grade = False
+            submission.timestamp = datetime.datetime(when, 1, 1)
+            gb.db.commit()
+    return root
+
+
+def test_one_canvas_user_twice_is_refused_with_the_rows_named(twice, tmp_path):
+    out = tmp_path / "canvas.csv"
+    with pytest.raises(ValueError) as refused:
+        export("canvas", out, twice)
+    message = str(refused.value)
+    assert "Canvas user id 1001: ann and s001" in message
+    assert "--replace-ids" in message and "--merge" in message
+    assert not out.exists()
+    with pytest.raises(ValueError, match="email bob@example.org: bob and s002"):
+        export("moodle", out, twice)
+    # csv is one row per gradebook id and LMS-neutral: nothing to refuse.
+    assert export("csv", out, twice).students == 6
+
+
+def test_merge_writes_one_row_per_lms_user_with_the_latest_submission(twice, tmp_path):
+    done = export("canvas", tmp_path / "canvas.csv", twice, merge=True)
+    rows = read_csv(done.path)[2:]
+    ann = [row for row in rows if row[1] == "1001"]
+    # s001's lesson A (2031) is later than ann's (2030); B only ann has.
+    assert ann == [["Arbor, Ann", "1001", "", "", "", "3", "3.5"]]
+    assert len(rows) == 5 and any("ann and s001" in w for w in done.warnings)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name,email\ns002,Bob Bay,bob@example.org\n", encoding="utf-8")
+    done = export("moodle", tmp_path / "moodle.csv", twice, merge=True,
+                  roster=read_roster(roster))
+    bob = [row for row in read_csv(done.path)[1:] if row[3].lower() == "bob@example.org"]
+    # The roster's id is kept; bob's own lesson A (2030) is later than s002's (2020).
+    assert bob == [["Bob", "Bay", "s002", "bob@example.org", "1", ""]]
+
+
+def test_export_command_refuses_or_merges(twice, tmp_path):
+    command = [sys.executable, "-m", "autograder", "export", "--course-root", str(twice),
+               "--to", "canvas", "--out", str(tmp_path / "c.csv")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "ann and s001" in done.stderr, done.stderr
+    done = subprocess.run(command + ["--merge"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "merged" in done.stderr, done.stderr
 
 
 def test_a_new_gradebook_is_stamped_with_nbgraders_newest_schema(course):
