@@ -100,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--all", dest="regrade_all", action="store_true",
                               help="in the course's submitted/, grade every notebook, not "
                                    "only those new or changed since the last run")
+    grade_parser.add_argument("--replace-ids", action="store_true",
+                              help="students of this run whom the gradebook has under other "
+                                   "ids (the same LMS user id or email): give its records this "
+                                   "run's ids (default: say so and grade nothing)")
     _add_grading_options(grade_parser)
     demo_parser = commands.add_parser(
         "demo", help="build a small class of synthetic submissions and grade it")
@@ -185,7 +189,7 @@ def _grade(args: argparse.Namespace) -> int:
         submissions, out = args.submissions, args.out
         layout = "folders" if args.layout == "nbgrader" else args.layout
         intake = Intake(layout=layout, roster=roster, students=args.students,
-                        regrade_all=args.regrade_all)
+                        regrade_all=args.regrade_all, replace_ids=args.replace_ids)
     try:
         report = grade_class(submissions, out, course_root=course_root, jobs=args.jobs,
                              lessons=args.lessons, engine=args.engine, timeout=args.timeout,

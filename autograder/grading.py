@@ -37,8 +37,8 @@ from autograder.release import COURSE_ROOT, lessons as course_lessons
 from autograder.submissions import (STATE_FILE, Roster, RosterReport, Submission,
                                     apply_roster, cell_ids, check, collect, copy_regular_file,
                                     layout_summary, new_since, one_line, pick_newest,
-                                    read_state, record_students, spreadsheet_cell, student_records,
-                                    write_state)
+                                    read_state, record_students, settle_renamed_students,
+                                    spreadsheet_cell, student_records, write_state)
 
 STATUSES = ("graded", "missing", "invalid", "timeout", "error")
 ENGINES = ("fork", "nbgrader")
@@ -114,11 +114,16 @@ class Intake:
     selection: str = ""  # what was selected in submitted/, and how to choose otherwise
     only_new: bool = False
     found: list[Submission] = field(default_factory=list)
+    replace_ids: bool = False  # give the gradebook's records of this run's students its ids
+    replaced: dict[str, str] = field(default_factory=dict)  # old id -> this run's
 
     def summary_lines(self) -> list[str]:
         lines = [f"  Read as: {self.read_as}"] if self.read_as else []
         if self.selection:
             lines.append(f"  {self.selection}")
+        if self.replaced:
+            lines.append("  Ids replaced in the gradebook: " + ", ".join(
+                f"{old} -> {new}" for old, new in sorted(self.replaced.items())))
         if self.refused:
             lines.append(f"  {len(self.refused)} notebooks refused: whose they are cannot be "
                          "told (see grades.csv rows without a student id)")
@@ -311,6 +316,8 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
             for sub in found:
                 sub.original = submissions / sub.path.relative_to(source)
         found = _take_in(found, intake, root, in_place, bool(lessons), echo)
+        intake.replaced = settle_renamed_students(course_config(root), found, intake.roster,
+                                                  intake.replace_ids, in_place)
         chosen = list(lessons) if lessons else \
             [name for name in known if any(s.lesson == name for s in found)]
         # One worker per core at most, and each notebook gets its share of the cores.

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
 
+import contextlib
 import csv
 import errno
 import hashlib
@@ -782,6 +783,100 @@ def record_students(config, records: dict[str, dict]) -> None:
                     values[name] = value
             if values:
                 gb.update_or_create_student(student, **values)
+
+
+def renamed_students(records: dict[str, dict],
+                     gradebook_students: list[dict]) -> dict[str, tuple[str, str]]:
+    """{gradebook id: (this run's id, what they share)} for the gradebook's students who are
+    one of this run's under another id: the same LMS user id, else the same email, matched one
+    to one (a key several students share tells no one apart)."""
+    ours = set(records)
+    pairs: dict[str, tuple[str, str]] = {}
+    for field_name, shown in (("lms_user_id", "LMS user id"), ("email", "email")):
+        run: dict[str, list[str]] = defaultdict(list)
+        for student, record in records.items():
+            key = (record.get(field_name) or "").strip().casefold()
+            if key:
+                run[key].append(student)
+        held: dict[str, list[str]] = defaultdict(list)
+        for student in gradebook_students:
+            key = (student.get(field_name) or "").strip().casefold()
+            if key and student["id"] not in ours:
+                held[key].append(student["id"])
+        taken = {new for new, _ in pairs.values()}
+        for key, olds in sorted(held.items()):
+            news = run.get(key, [])
+            if len(olds) == 1 and len(news) == 1 and olds[0] not in pairs \
+                    and news[0] not in taken:
+                pairs[olds[0]] = (news[0], f"{shown} {key}")
+    return pairs
+
+
+def settle_renamed_students(config, found: list[Submission], roster: Roster | None,
+                            replace: bool, in_place: bool) -> dict[str, str]:
+    """Before grading: when students of this run are in the gradebook under other ids, refuse
+    (ValueError naming them; nothing is changed) or, with `replace`, give the gradebook's
+    records and the course's folders this run's ids. Returns {old id: new id} replaced."""
+    from nbgrader.api import SubmittedAssignment
+
+    from autograder.nbgrader_inproc import coursedir, gradebook
+
+    if not Path(config.CourseDirectory.db_url.removeprefix("sqlite:///")).is_file():
+        return {}
+    records = student_records(found, roster, set(roster.entries) if roster else None)
+    with gradebook(config) as gb:
+        held = [{"id": s.id, "lms_user_id": s.lms_user_id, "email": s.email}
+                for s in gb.students]
+        pairs = renamed_students(records, held)
+        if not pairs:
+            return {}
+        named = "; ".join(f"{old} is {new} in this run (the same {why})"
+                          for old, (new, why) in sorted(pairs.items()))
+        if not replace or in_place:
+            how = ("rename the students' folders in submitted/ to the gradebook's ids" if
+                   in_place else "run again with --replace-ids to give the gradebook's records "
+                   "this run's ids (their submissions and manual grades go with them), or "
+                   "grade with the ids the gradebook has (the roster used then)")
+            raise ValueError(f"{len(pairs)} students of this run are in the gradebook under "
+                             f"other ids already: {named}. Grading them would give each one "
+                             f"two rows in the formgrader and the exports. To go on, {how}. "
+                             "Nothing was graded or changed.")
+        lessons = {old: {s.assignment.name for s in gb.find_student(old).submissions}
+                   for old in pairs}
+        for old, (new, _) in sorted(pairs.items()):
+            both = sorted(lessons[old] & {s.assignment.name for s in gb.db.query(
+                SubmittedAssignment).filter(SubmittedAssignment.student_id == new)})
+            if both:
+                raise ValueError(f"{old} and {new} (one student: {named}) both have "
+                                 f"{', '.join(both)} in the gradebook, so the ids cannot be "
+                                 f"replaced: remove one of them (`nbgrader db student remove "
+                                 f"{old} --force`) and grade again. Nothing was graded or "
+                                 "changed.")
+        for old, (new, _) in sorted(pairs.items()):
+            record = gb.find_student(old)
+            target = gb.update_or_create_student(new)
+            for name in ("first_name", "last_name", "email", "lms_user_id"):
+                if not getattr(target, name) and getattr(record, name):
+                    setattr(target, name, getattr(record, name))
+            gb.db.query(SubmittedAssignment).filter(SubmittedAssignment.student_id == old) \
+                .update({SubmittedAssignment.student_id: new}, synchronize_session=False)
+            gb.db.commit()
+            gb.db.expire_all()
+            gb.db.delete(gb.find_student(old))
+            gb.db.commit()
+    course = coursedir(config)
+    for old, (new, _) in pairs.items():
+        for step in (course.submitted_directory, course.autograded_directory,
+                     course.feedback_directory):
+            for lesson in lessons[old]:
+                source = Path(course.format_path(step, old, lesson))
+                target = Path(course.format_path(step, new, lesson))
+                if source.is_dir() and not source.is_symlink() and not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    source.rename(target)
+            with contextlib.suppress(OSError):
+                Path(course.format_path(step, old, "x")).parent.rmdir()  # only when empty
+    return {old: new for old, (new, _) in pairs.items()}
 
 
 # --------------------------------------------------------------------------------------------
