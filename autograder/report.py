@@ -5,7 +5,8 @@ Content-Security-Policy that lets it load nothing): it opens offline and from an
 shows the score distribution per lesson, each exercise's pass rates on its visible and hidden
 checks, the most frequent named mistakes per exercise with their counts, the exercises most
 students fail, the submissions that need an instructor (timeouts, errors, edited test cells),
-the files attributed to no student, and, with a roster, unknown ids and roster students who
+a row per student (each lesson's score linked to its feedback page, and why the student needs
+a look; those who do first), the files attributed to no student, and, with a roster, unknown ids and roster students who
 submitted nothing.
 
 Per-check results come from each result's `checks` (dicts with exercise, cell, scenario,
@@ -315,6 +316,11 @@ th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 img{max-width:100%;height:auto}
 .note{color:#555;font-size:.92em}
 .empty{color:#666;font-style:italic}
+table.students{font-size:.85em}
+table.students thead th{position:sticky;top:0;z-index:1}
+table.students td{white-space:nowrap}
+table.students td.look{white-space:normal;color:#a61b1b}
+.status-missing,.status-invalid{color:#6b4e00}
 """
 
 
@@ -339,6 +345,53 @@ def _figure(data: str | None, alt: str) -> str:
     if not data:
         return ""
     return f'<p><img src="data:image/png;base64,{data}" alt="{_e(alt)}"></p>'
+
+
+def _feedback_link(student: str, lesson: str) -> str:
+    return f"feedback/{quote(student)}/{quote(lesson)}.html"
+
+
+def student_table(rows: list[dict], lessons: list[str]) -> str:
+    """The per-student section: each lesson's score (or status) linked to its feedback page,
+    the total, and why a student needs a look; those who do first, then by id."""
+    by_student: dict[str, dict[str, dict]] = defaultdict(dict)
+    for row in rows:
+        if row["student_id"] and row["lesson"]:
+            by_student[row["student_id"]][row["lesson"]] = row
+    if not by_student:
+        return "<p class=\"empty\">No student in this run.</p>"
+    look = {student: "; ".join(f"{lesson}: {needs_review(mine[lesson]) or 'invalid'}"
+                               for lesson in lessons if lesson in mine
+                               and (needs_review(mine[lesson])
+                                    or mine[lesson]["status"] == "invalid"))
+            for student, mine in by_student.items()}
+    order = sorted(by_student, key=lambda student: (not look[student], student))
+    head = ("<tr><th>student</th><th>needs a look</th>"
+            + "".join(f"<th>{_e(lesson)}</th>" for lesson in lessons) + "<th>total</th></tr>")
+    body = []
+    for student in order:
+        mine = by_student[student]
+        cells = []
+        for lesson in lessons:
+            row = mine.get(lesson)
+            if row is None:
+                cells.append("<td></td>")
+                continue
+            text = (f"{row['score']:g}/{row['max_score']:g}" if row["status"] == "graded"
+                    else row["status"])
+            title = f" title=\"{_e(row['reason'])}\"" if row["status"] != "graded" else ""
+            cells.append(f"<td class=\"status-{_e(row['status'])}\"{title}><a href=\""
+                         f"{_e(_feedback_link(student, lesson))}\">{_e(text)}</a></td>")
+        score = sum(row["score"] for row in mine.values())
+        points = sum(row["max_score"] for row in mine.values())
+        body.append(f"<tr><td>{_e(student)}</td><td class=\"look\">{_e(look[student])}</td>"
+                    + "".join(cells) + f"<td class=\"num\">{score:g}/{points:g}</td></tr>")
+    flagged = sum(1 for student in order if look[student])
+    return (f"<p>{len(order)} students; {flagged} need{'s' if flagged == 1 else ''} a look (a timeout, an error, edited "
+            "test cells or a file that could not be graded), listed first. Each score links "
+            "to the feedback page the student gets.</p>"
+            f"<table class=\"students\"><thead>{head}</thead><tbody>{''.join(body)}"
+            "</tbody></table>")
 
 
 def write_report(out: Path, results, *, lessons: list[str] | None = None,
@@ -448,8 +501,7 @@ def write_report(out: Path, results, *, lessons: list[str] | None = None,
     if review:
         body = []
         for row, why in review:
-            link = (f"feedback/{quote(row['student_id'])}/{quote(row['lesson'])}.html"
-                    if row["lesson"] else "")
+            link = _feedback_link(row["student_id"], row["lesson"]) if row["lesson"] else ""
             body.append("<tr>" + "".join(f"<td>{_e(cell)}</td>" for cell in
                                          (row["student_id"], row["lesson"]))
                         + f"<td class=\"status-{_e(row['status'])}\">{_e(why)}</td>"
@@ -464,6 +516,9 @@ def write_report(out: Path, results, *, lessons: list[str] | None = None,
                      "grading.</p>")
     else:
         parts.append("<p class=\"empty\">Nothing: no timeout, error or edited test cell.</p>")
+
+    parts.append("<h2 id=\"students\">Students</h2>")
+    parts.append(student_table(rows, lesson_names))
 
     stray = [row for row in rows if not row["student_id"]]
     if stray:

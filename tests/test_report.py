@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import html
 import re
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def test_the_page(tmp_path):
     assert len(figures) == 2
     assert all(base64.b64decode(f)[:8] == b"\x89PNG\r\n\x1a\n" for f in figures)
     sections = re.findall(r"<h2 id=\"(\w+)\">", page)
-    assert sections == ["scores", "exercises", "hardest", "mistakes", "review",
+    assert sections == ["scores", "exercises", "hardest", "mistakes", "review", "students",
                         "unattributed", "roster"]
     # Pass rates: 03-ex1 80 % visible, 40 % hidden.
     assert re.search(r"<td>03-ex1</td><td class=\"num\">5</td><td class=\"num\">3</td>"
@@ -137,6 +138,58 @@ def test_the_page(tmp_path):
     # Scores per lesson: lesson 03 has 5 graded notebooks, 2 not graded, 1 missing.
     assert re.search(r"<td>03_tensor_hooks</td><td class=\"num\">4</td><td class=\"num\">5</td>"
                      r".*?<td class=\"num\">2</td><td class=\"num\">1</td></tr>", page)
+
+
+def _student_rows(page: str) -> dict[str, list[str]]:
+    """The per-student table: student -> its cells as text (links kept as `text -> href`)."""
+    section = page.split('id="students"')[1].split("<h2")[0]
+    table = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", section.split("<tbody>")[1]):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        table[html.unescape(cells[0])] = [
+            re.sub(r'<a href="([^"]*)">(.*?)</a>', r"\2 -> \1", html.unescape(c))
+            for c in cells[1:]]
+    return table
+
+
+def test_the_students_table(tmp_path):
+    page = write_report(tmp_path, class_rows(), lessons=[L3, L6]).read_text()
+    table = _student_rows(page)
+    # Who needs a look comes first (timeout, error, edited cells), then the others by id.
+    assert list(table) == ["s5", "s6", "s7", "s1", "s2", "s3", "s4", "s8"]
+    assert table["s6"] == [f"{L3}: timeout", f"timeout -> feedback/s6/{L3}.html", "", "0/4"]
+    assert table["s5"][0] == f"{L3}: edited cells"
+    assert table["s1"] == ["", f"4/4 -> feedback/s1/{L3}.html",
+                           f"3/3 -> feedback/s1/{L6}.html", "7/7"]
+    assert table["s8"] == ["", f"missing -> feedback/s8/{L3}.html", "", "0/4"]
+    assert "8 students; 3 need a look" in page
+    assert 'title="Code cell 12 (03-ex1-answer) ran for more than 60 s."' in page
+    assert "hw1" not in page.split('id="students"')[1].split("<h2")[0]
+
+
+def student_rows(count: int) -> tuple[list, list[str]]:
+    """`count` students, 7 lessons of the course's names; student250 timed out in lesson 04."""
+    lessons = ["01_leaf_and_intermediate", "02_grad_accumulation", "03_tensor_hooks",
+               "04_retain_grad_and_nonleaf", "05_custom_autograd_function",
+               "06_module_hooks", "07_jacobians_and_vjp"]
+    rows = [result(f"student{i:03d}", lesson, i % 5, status="timeout" if i == 250 and
+                   lesson == lessons[3] else "graded", reason="Graded.")
+            for i in range(count) for lesson in lessons]
+    return rows, lessons
+
+
+def test_the_students_table_of_a_class_of_500(tmp_path):
+    """500 students and 7 lessons: one row each, a header that stays in view, and a page that
+    stays small enough to open at once."""
+    rows, lessons = student_rows(500)
+    page = write_report(tmp_path, rows, lessons=lessons).read_text()
+    table = _student_rows(page)
+    assert len(table) == 500 and list(table)[0] == "student250"
+    assert table["student250"][0] == f"{lessons[3]}: timeout"
+    assert table["student003"][1:] == [f"3/4 -> feedback/student003/{lesson}.html"
+                                       for lesson in lessons] + ["21/28"]
+    assert "position:sticky" in page and "500 students; 1 needs a look" in page
+    assert len(page.encode()) < 2_000_000
 
 
 def test_what_a_student_wrote_is_text(tmp_path):

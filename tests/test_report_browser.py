@@ -10,7 +10,7 @@ import pytest
 
 import browser_support as lab_page
 from browser_support import require_chromium, screenshot
-from test_report import L3, class_rows, result
+from test_report import L3, class_rows, result, student_rows
 
 pytestmark = pytest.mark.browser
 
@@ -59,7 +59,8 @@ def test_the_report_opens_offline_and_runs_nothing(tmp_path):
             headings = page.locator("h2").all_inner_texts()
             assert headings == ["Scores per lesson", "Pass rates per exercise",
                                 "Exercises most students fail", "Most frequent mistakes",
-                                "Needs manual review", "Files not attributed to a student",
+                                "Needs manual review", "Students",
+                                "Files not attributed to a student",
                                 "Roster"]
             review = page.locator("#review + table")
             assert review.locator("tbody tr").count() == 4
@@ -70,5 +71,41 @@ def test_the_report_opens_offline_and_runs_nothing(tmp_path):
             screenshot(page, "class-report")
             page.screenshot(path=str(lab_page.ARTIFACTS / "class-report-full.png"),
                             full_page=True)
+        finally:
+            browser.close()
+
+
+def test_the_students_table_of_500_reads_at_1366_by_768(tmp_path):
+    """A class of 500 and 7 lessons: the table fits the window's width, its header stays in
+    view while scrolling, and a score opens that student's feedback page."""
+    from playwright.sync_api import sync_playwright
+
+    from autograder.report import write_report
+
+    executable = require_chromium()
+    rows, lessons = student_rows(500)
+    page_path = write_report(tmp_path / "out", rows, lessons=lessons)
+    feedback = tmp_path / "out" / "feedback" / "student400" / f"{lessons[2]}.html"
+    feedback.parent.mkdir(parents=True)
+    feedback.write_text("<!DOCTYPE html><title>feedback of student400</title>")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True,
+                                             args=lab_page.CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1366, "height": 768},
+                                          offline=True)
+            page = context.new_page()
+            page.goto(page_path.as_uri())
+            table = page.locator("#students ~ table.students")
+            assert table.locator("tbody tr").count() == 500
+            assert page.evaluate("() => document.documentElement.scrollWidth") <= 1366
+            row = table.locator("tbody tr").filter(has_text="student400")
+            row.scroll_into_view_if_needed()
+            header = table.locator("thead th").first.bounding_box()
+            assert abs(header["y"]) < 2, header  # the header row stays at the top
+            screenshot(page, "class-report-students")
+            row.get_by_role("link").nth(2).click()
+            page.wait_for_load_state("load")
+            assert page.title() == "feedback of student400"
         finally:
             browser.close()
