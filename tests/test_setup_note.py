@@ -1,4 +1,5 @@
-"""`make setup` tells an instructor when the grader's sandbox cannot run on this machine.
+"""`make setup` says in one line that the course and the grader's sandbox are ready, or tells
+an instructor when the sandbox cannot run on this machine.
 
 The probe (`autograder.runner.sandbox.check_available`) really forks and confines a process;
 AUTOGRADER_SANDBOX_PROBE=fail makes that process fail as if the kernel had refused, so the
@@ -36,13 +37,14 @@ def test_setup_notes_a_sandbox_that_cannot_run():
     assert "make lab` does not need it" in note
 
 
-def test_setup_is_silent_where_the_sandbox_runs():
+def test_setup_says_in_one_line_that_all_is_ready():
     if check_available() is not None:
         pytest.skip("the sandbox cannot run on this machine")
     done = make("setup")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Note for instructors" not in done.stdout + done.stderr
-    assert "sandbox" not in done.stdout + done.stderr
+    assert done.stderr == ""
+    assert done.stdout.splitlines() == ["Ready: the course's environment (.venv) is set up, and "
+                                        "the grader's sandbox runs on this machine."]
 
 
 def test_lab_does_not_probe_the_sandbox():
