@@ -8,7 +8,8 @@ start page says when the release of a lesson is newer than the one a copy was ma
 SHA-256 of the released notebook is recorded at copy time in `work/.coursekit/state.json`).
 
 `make reset LESSON=<lesson>` runs `python -m coursekit.lab reset <lesson>`: the copy goes to
-`work/backups/<lesson>-<date>-<time>.ipynb`, then the release is copied again.
+`work/backups/<lesson>-<date>-<time>.ipynb`, then the release is copied again. JupyterLab's file
+browser does not list `backups/`; the start page links to each backup.
 
 The start page is rewritten whenever JupyterLab saves a lesson (a post-save hook set in
 jupyter/student/jupyter_server_config.py), with each lesson's progress read from the saved
@@ -313,6 +314,12 @@ def start_page(work: Path, root: Path = COURSE_ROOT) -> str:
         parts += [f"    make reset LESSON={u.name}" for u in updates]
         parts += ["", "Your current copy is kept in `work/backups/` first, so you can copy your "
                   "answers over.", ""]
+    backups = sorted((work / BACKUPS).glob("*.ipynb"), reverse=True)
+    if backups:
+        parts += ["## Your backups", "",
+                  "Copies `make reset` kept before it restored a lesson (the file browser does "
+                  "not list them), newest first:", "",
+                  *[f"- [{b.name}]({BACKUPS}/{b.name})" for b in backups], ""]
     parts += ["## Lessons", "",
               "Take them in order; each builds on the ones before.", "",
               "| | Lesson | You will be able to | Your progress |", "|---|---|---|---|", *rows, "",
@@ -381,7 +388,10 @@ def after_save(model=None, os_path: str | None = None, contents_manager=None, **
 def lab_command(work: Path, root: Path = COURSE_ROOT, extra: list[str] | None = None
                 ) -> tuple[list[str], dict[str, str]]:
     """The command line and environment with which `make lab` starts JupyterLab on `work`."""
+    from jupyter_server.services.contents.manager import ContentsManager
+
     bin_dir = Path(sys.executable).parent
+    hidden = [*ContentsManager.class_traits()["hide_globs"].default(), BACKUPS]
     env = dict(os.environ)
     env["JUPYTER_CONFIG_PATH"] = str(root / "jupyter" / "student")
     env["PATH"] = str(bin_dir) + os.pathsep + env.get("PATH", "")
@@ -395,6 +405,8 @@ def lab_command(work: Path, root: Path = COURSE_ROOT, extra: list[str] | None = 
         f"--LabApp.extra_labextensions_path={root / 'jupyter' / 'student' / 'labextensions'}",
         "--LabApp.news_url=None",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        # the file browser lists the lessons, not work/backups/ (`make reset`'s copies)
+        *[f"--ContentsManager.hide_globs={pattern}" for pattern in hidden],
         *(extra or []),
     ]
     return command, env

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 
@@ -209,6 +210,35 @@ def test_make_lab_starts_jupyterlab_on_the_copies_with_the_students_settings(tmp
     notification = settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings"
     assert json.loads(notification.read_text())["fetchNews"] == "false"
     assert "/work/" in (COURSE_ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_file_browser_hides_backups_and_the_start_page_links_them(tmp_path):
+    """`make lab` on a work folder with a backup: JupyterLab's listing (what its file browser
+    shows) has the lessons and not backups/, and the backup still opens from the start page's
+    link."""
+    import urllib.parse
+
+    from browser_support import JupyterLab
+
+    work = tmp_path / "work"
+    backup = work / "backups" / f"{FIRST}-2025-03-04-050607.ipynb"
+    backup.parent.mkdir(parents=True)
+    shutil.copyfile(lab.release_path(FIRST), backup)
+    server = JupyterLab(root_dir=work, state_dir=tmp_path / "jupyter", cwd=COURSE_ROOT,
+                        command=lambda address: ["make", "--no-print-directory", "-s", "lab",
+                                                 f"WORK={work}", "LAB_ARGS=" + " ".join(address)])
+    server.start(timeout=120)
+    try:
+        listed = {item["name"] for item in server.api("GET", "api/contents/")["content"]}
+        opened = server.api("GET", f"api/contents/backups/{backup.name}?content=1")
+    finally:
+        server.stop()
+    assert FIRST in listed and lab.START_PAGE in listed and "backups" not in listed
+    assert opened["type"] == "notebook" and opened["content"]["cells"]
+    page = (work / lab.START_PAGE).read_text(encoding="utf-8")
+    assert "## Your backups" in page
+    link = re.search(rf"\]\((backups/{re.escape(backup.name)})\)", page)[1]
+    assert (work / urllib.parse.unquote(link)).samefile(backup)
 
 
 def test_the_students_jupyter_configuration():
