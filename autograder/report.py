@@ -318,7 +318,7 @@ img{max-width:100%;height:auto}
 .empty{color:#666;font-style:italic}
 table.students{font-size:.85em}
 table.students thead th{position:sticky;top:0;z-index:1}
-table.students td{white-space:nowrap}
+table.students td{white-space:nowrap}table.students th{font-weight:600}
 table.students td.look{white-space:normal;color:#a61b1b}
 .status-missing,.status-invalid{color:#6b4e00}
 """
@@ -367,7 +367,8 @@ def student_table(rows: list[dict], lessons: list[str]) -> str:
             for student, mine in by_student.items()}
     order = sorted(by_student, key=lambda student: (not look[student], student))
     head = ("<tr><th>student</th><th>needs a look</th>"
-            + "".join(f"<th>{_e(lesson)}</th>" for lesson in lessons) + "<th>total</th></tr>")
+            + "".join(f"<th title=\"{_e(lesson)}\">{_e(lesson.replace('_', ' '))}</th>"
+                      for lesson in lessons) + "<th>total</th></tr>")
     body = []
     for student in order:
         mine = by_student[student]
