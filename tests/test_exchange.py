@@ -3,7 +3,9 @@ the instructor releases a lesson; two students, real users created for the test,
 work and submit as themselves; the instructor collects, grades with `python -m autograder grade
 submitted/`, generates and releases feedback; each student fetches their own feedback.
 
-Needs root (to create the users; CI runs as root), `useradd` and `runuser`.
+Needs root (to create the users; CI runs as root), `useradd` and `runuser`. The students run
+the course's Python wherever the clone lives: from a clone in a private folder (a 0700 home),
+nbgrader and its packages are linked or copied into a folder under /tmp they can read.
 """
 
 from __future__ import annotations
@@ -60,26 +62,100 @@ def students():
     finally:
         for name in created:
             subprocess.run(["userdel", "--remove", name], capture_output=True)
+        while _REACHABLE:
+            shutil.rmtree(_REACHABLE.pop(), ignore_errors=True)
+        _reachable_packages.cache_clear()
+        _student_python.cache_clear()
+
+
+# Folders made for the students' side of the course's Python (removed with the students).
+_REACHABLE: list[Path] = []
+
+
+def _runs_as(name: str, *command: str) -> bool:
+    home = Path(pwd.getpwnam(name).pw_dir)
+    return subprocess.run(["runuser", "-u", name, "--", "env", "-i", f"HOME={home}", *command],
+                          capture_output=True, cwd=home).returncode == 0
+
+
+def _nbgrader_distributions() -> list:
+    """nbgrader's distribution and every one it requires, as installed here."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    found, waiting = {}, ["nbgrader"]
+    while waiting:
+        name = canonicalize_name(waiting.pop())
+        if name in found:
+            continue
+        try:
+            found[name] = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        for line in found[name].requires or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                waiting.append(requirement.name)
+    return list(found.values())
+
+
+@functools.lru_cache(maxsize=None)
+def _reachable_packages(site: Path) -> Path:
+    """nbgrader and what it needs, from `site`, in a folder every user can read (under /tmp):
+    hard links where the file system allows, else copies."""
+    folder = Path(tempfile.mkdtemp(prefix="exchange-student-site-", dir="/tmp"))
+    _REACHABLE.append(folder)
+    os.chmod(folder, 0o755)
+    for distribution in _nbgrader_distributions():
+        for listed in distribution.files or []:
+            source = Path(distribution.locate_file(listed)).resolve()
+            if site not in source.parents or not source.is_file():
+                continue  # scripts and data outside site-packages are not imported
+            target = folder / source.relative_to(site)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                continue
+            mode = source.stat().st_mode
+            try:
+                if not mode & stat.S_IROTH:
+                    raise PermissionError  # a link would keep it unreadable: copy it
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
+                os.chmod(target, 0o755 if mode & stat.S_IXUSR else 0o644)
+    for path in folder.rglob("*"):
+        if path.is_dir():
+            os.chmod(path, 0o755)
+    return folder
 
 
 @functools.lru_cache(maxsize=None)
 def _student_python(name: str) -> tuple[str, ...]:
-    """How a student runs the course's Python: the environment's interpreter when the student
-    can reach it; otherwise (an interpreter in root's home, as with pyenv) the system's Python
-    of the same version with the environment's packages on its path."""
-    home = Path(pwd.getpwnam(name).pw_dir)
-    probe = ["runuser", "-u", name, "--", "env", "-i", f"HOME={home}"]
-    if subprocess.run([*probe, sys.executable, "-c", "import nbgrader"],
-                      capture_output=True, cwd=home).returncode == 0:
+    """How a student runs the course's Python, wherever the clone lives: the environment's
+    interpreter when the student can reach it; otherwise an interpreter of the same version
+    the student can run (the environment's own, or the system's) with the environment's
+    packages, or, when those lie in a private folder (a clone in a 0700 home), with nbgrader
+    and what it needs made reachable under /tmp."""
+    if _runs_as(name, sys.executable, "-c", "import nbgrader"):
         return (sys.executable,)
-    site = next(p for p in sys.path if p.startswith(sys.prefix) and p.endswith("site-packages"))
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    system = shutil.which(version, path="/usr/bin:/bin")
-    if system and subprocess.run([*probe, f"PYTHONPATH={site}", system, "-c", "import nbgrader"],
-                                 capture_output=True, cwd=home).returncode == 0:
-        return ("env", f"PYTHONPATH={site}", system)
-    pytest.fail(f"the student user cannot run the course's Python ({sys.executable}; no "
-                f"/usr/bin/{version} either): make the environment readable by other users")
+    same = f"import sys; assert sys.version_info[:2] == {tuple(sys.version_info[:2])}"
+    candidates = [os.path.realpath(sys.executable),
+                  shutil.which(version, path="/usr/bin:/bin:/usr/local/bin")]
+    interpreter = next((c for c in candidates if c and _runs_as(name, c, "-c", same)), None)
+    if interpreter is None:
+        pytest.fail(f"the student user can run no Python {version[6:]} (the environment's, "
+                    f"{os.path.realpath(sys.executable)}, lies in a private folder, and there "
+                    f"is no /usr/bin/{version}): install {version} from the system's packages",
+                    pytrace=False)
+    site = Path(next(p for p in sys.path
+                     if p.startswith(sys.prefix) and p.endswith("site-packages"))).resolve()
+    if not _runs_as(name, f"PYTHONPATH={site}", interpreter, "-c", "import nbgrader"):
+        site = _reachable_packages(site)
+        assert _runs_as(name, f"PYTHONPATH={site}", interpreter, "-c", "import nbgrader")
+    return ("env", f"PYTHONPATH={site}", interpreter)
 
 
 def as_student(name: str, *command: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
