@@ -79,25 +79,29 @@ def _runs_as(name: str, *command: str) -> bool:
 
 
 def _nbgrader_distributions() -> list:
-    """nbgrader's distribution and every one it requires, as installed here."""
+    """nbgrader's distribution and every one it requires (extras such as bleach[css]
+    included), as installed here."""
     from importlib import metadata
 
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    found, waiting = {}, ["nbgrader"]
+    found, done, waiting = {}, set(), [("nbgrader", "")]
     while waiting:
-        name = canonicalize_name(waiting.pop())
-        if name in found:
+        name, extra = waiting.pop()
+        name = canonicalize_name(name)
+        if (name, extra) in done:
             continue
+        done.add((name, extra))
         try:
-            found[name] = metadata.distribution(name)
+            found[name] = found.get(name) or metadata.distribution(name)
         except metadata.PackageNotFoundError:
             continue
         for line in found[name].requires or []:
             requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                waiting.append(requirement.name)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
+                waiting += [(requirement.name, wanted)
+                            for wanted in ("", *requirement.extras)]
     return list(found.values())
 
 
