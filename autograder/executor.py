@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
 
+import ast
 import hashlib
 import hmac
 import json
@@ -33,6 +34,7 @@ import select
 import signal
 import socket
 import subprocess
+import symtable
 import sys
 import tempfile
 import time
@@ -622,10 +624,20 @@ def course_secret(root: Path) -> bytes:
     return bytes.fromhex(path.read_text().strip())
 
 
-def scenario_seed(secret: bytes, student: str, exercise: str, scenario: str) -> int:
-    digest = hmac.new(secret, f"{student}\0{exercise}\0{scenario}".encode(),
+def scenario_seed(secret: bytes, student: str, exercise: str, scenario: str,
+                  submission: str) -> int:
+    """The seed of a hidden scenario's inputs: drawn for this student and this submission
+    (`submission`: its content's digest), so a re-grade of the same file draws the same inputs
+    and any changed file other ones (what one submission learns of its inputs is of no use
+    to the next)."""
+    digest = hmac.new(secret, f"{student}\0{exercise}\0{scenario}\0{submission}".encode(),
                       hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big") & ((1 << 62) - 1)
+
+
+def submission_digest(content: bytes) -> str:
+    """The digest of a submitted notebook's content, which its hidden inputs are drawn for."""
+    return hashlib.sha256(content).hexdigest()
 
 
 @dataclass
@@ -639,7 +651,7 @@ class Lesson:
     mistakes: list
     reference_cells: list[tuple[int, str]]
     prologue: list[str]  # sources of the cells before the first exercise
-    student_source: str = ""  # the scenarios without the mistakes, for students' sandboxes
+    student_source: str = ""  # what of the scenarios a student's sandbox gets
 
     @classmethod
     def load(cls, root: Path, name: str) -> "Lesson":
@@ -659,31 +671,78 @@ class Lesson:
         prologue = [c.source for c in nb.cells[:end] if c.cell_type == "code"
                     and c.source.strip()]
         return cls(name, source, str(path), scenarios, mistakes, cells, prologue,
-                   without_mistakes(source) if source else "")
+                   sandbox_source(source) if source else "")
 
     def for_exercise(self, exercise: str) -> list:
         return [s for s in self.scenarios if s.exercise == exercise]
 
-    def runs(self, secret: bytes, student: str) -> list[tuple[str, int]]:
-        return [(s.name, 0 if s.visible else scenario_seed(secret, student, s.exercise, s.name))
-                for s in self.scenarios]
+    def runs(self, secret: bytes, student: str, submission: str) -> list[tuple[str, int]]:
+        """(scenario, seed) of every scenario, the visible ones first (a hidden scenario's
+        inputs are never drawn before the visible checks, whose found values feedback shows)."""
+        return [(s.name, 0 if s.visible else scenario_seed(secret, student, s.exercise, s.name,
+                                                           submission))
+                for s in sorted(self.scenarios, key=lambda s: not s.visible)]
 
 
-def without_mistakes(source: str) -> str:
-    """A scenario module's source without its `@mistake` implementations (they run only in
-    the reference run), and without comments and docstrings' line numbers' meaning."""
-    import ast
+def _decorator_name(decorator: "ast.expr") -> str:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+
+
+def _globals_read(table: symtable.SymbolTable) -> set[str]:
+    """The module-level names a function or class body (and what it nests) reads."""
+    found = {symbol.get_name() for symbol in table.get_symbols()
+             if symbol.is_declared_global() or (symbol.is_global() and symbol.is_referenced())}
+    for child in table.get_children():
+        found |= _globals_read(child)
+    return found
+
+
+def sandbox_source(source: str) -> str:
+    """What of a scenario module goes into a student's sandbox: its imports, its `@scenario`
+    functions and the module-level definitions they reach (by name, transitively); never a
+    `@mistake`, nor a helper that only mistakes use, nor comments and docstrings."""
     tree = ast.parse(source)
-
-    def is_mistake(node: ast.AST) -> bool:
-        for decorator in getattr(node, "decorator_list", []):
-            target = decorator.func if isinstance(decorator, ast.Call) else decorator
-            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-            if name == "mistake":
-                return True
-        return False
-
-    tree.body = [node for node in tree.body if not is_mistake(node)]
+    tables: dict[str, list[symtable.SymbolTable]] = {}
+    for child in symtable.symtable(source, "<scenarios>", "exec").get_children():
+        tables.setdefault(child.get_name(), []).append(child)
+    statements = []  # (node, names it binds, module-level names it reads, kind)
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            statements.append((node, set(), set(), "import"))
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            # Decorators, defaults, bases and annotations are read in the module's scope.
+            outer = list(node.decorator_list)
+            if isinstance(node, ast.ClassDef):
+                outer += node.bases + [keyword.value for keyword in node.keywords]
+            else:
+                arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                outer += node.args.defaults + [d for d in node.args.kw_defaults if d]
+                outer += [a.annotation for a in arguments if a.annotation] + \
+                    ([node.returns] if node.returns else [])
+            reads = {n.id for part in outer for n in ast.walk(part) if isinstance(n, ast.Name)}
+            for table in tables.get(node.name, []):
+                reads |= _globals_read(table)
+            kinds = {_decorator_name(d) for d in node.decorator_list}
+            kind = "mistake" if "mistake" in kinds else "scenario" if "scenario" in kinds else ""
+            statements.append((node, {node.name}, reads, kind))
+            continue
+        names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+        statements.append((node, {n.id for n in names if isinstance(n.ctx, ast.Store)},
+                           {n.id for n in names if isinstance(n.ctx, ast.Load)}, ""))
+    reached: set[str] = set()
+    wanted = [name for _, bound, _, kind in statements if kind == "scenario" for name in bound]
+    while wanted:
+        name = wanted.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for _, bound, reads, kind in statements:
+            if name in bound and kind != "mistake":
+                wanted += sorted(reads - reached)
+    tree.body = [node for node, bound, _, kind in statements
+                 if kind == "import" or (kind != "mistake" and bound & reached)]
     return ast.unparse(tree)
 
 
@@ -766,13 +825,20 @@ class ForkedExecute(NbGraderPreprocessor):
     preload: list[str] = []
     _lessons: dict[str, Lesson] = {}
     _references = References()
-    _students: dict[str, list[str]] = {}
+    _students: dict[str, dict[str, str]] = {}
 
     @classmethod
-    def set_class(cls, students: dict[str, list[str]]) -> None:
-        """The students of each lesson in this run: reference outcomes are computed for all
-        of them at once."""
-        cls._students = {lesson: list(ids) for lesson, ids in students.items()}
+    def set_class(cls, students: dict[str, dict[str, str]]) -> None:
+        """The students of each lesson in this run, each with the digest of the submission
+        graded (`submission_digest`): reference outcomes are computed for all of them at once.
+        The student about to be graded is always among them."""
+        cls._students = {lesson: dict(ids) for lesson, ids in students.items()}
+
+    def submission(self, lesson: str, student: str, cells: list[tuple[int, str]]) -> str:
+        """The digest of the student's submission as the class run read it; graded outside
+        one (nbgrader itself), that of the cells run."""
+        known = self._students.get(lesson, {}).get(student)
+        return known if known else submission_digest(json.dumps(cells).encode())
 
     def host(self) -> Host:
         cls = type(self)
@@ -810,7 +876,8 @@ class ForkedExecute(NbGraderPreprocessor):
         end = prologue_end(nb)
         prologue = [source for index, source in cells if index < end]
         shared = self.share_prologue and prologue and prologue == lesson.prologue
-        runs = lesson.runs(secret, student)
+        digest = self.submission(name, student, cells)
+        runs = lesson.runs(secret, student, digest)
         files = resources.get("metadata", {}).get("path")
         request = {"cells": cells, "prologue": len(prologue) if shared else 0,
                    "timeout": self.timeout, "max_lines": self.max_lines,
@@ -821,7 +888,7 @@ class ForkedExecute(NbGraderPreprocessor):
         host = self.host()
         run = host.run(request, timeout=self.timeout, budget=self.notebook_timeout)
         self._apply(nb, cells, run)
-        checks = self._verdicts(nb, lesson, student, secret, run)
+        checks = self._verdicts(nb, lesson, student, digest, secret, run)
         LAST_RUN, LAST_CHECKS = run, checks
         return nb, resources
 
@@ -854,8 +921,8 @@ class ForkedExecute(NbGraderPreprocessor):
                 cell.outputs = [from_dict(_not_run_output(run))]
             stopped = True
 
-    def _verdicts(self, nb: NotebookNode, lesson: Lesson, student: str, secret: bytes,
-                  run: Run) -> list[dict]:
+    def _verdicts(self, nb: NotebookNode, lesson: Lesson, student: str, digest: str,
+                  secret: bytes, run: Run) -> list[dict]:
         rows: list[dict] = []
         tests = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
                  and c.get("metadata", {}).get("nbgrader", {}).get("grade")
@@ -865,8 +932,9 @@ class ForkedExecute(NbGraderPreprocessor):
         outcomes = run.outcomes if isinstance(run.outcomes, dict) else {}
         stopped = checks_stopped(run)
         if lesson.scenarios:
-            everyone = sorted(set(self._students.get(lesson.name, [])) | {student})
-            runs = [r for who in everyone for r in lesson.runs(secret, who)]
+            everyone = dict(self._students.get(lesson.name, {}), **{student: digest})
+            runs = [r for who in sorted(everyone) for r in lesson.runs(secret, who,
+                                                                        everyone[who])]
             self._references.ensure(self.host(), lesson, runs, timeout=self.timeout,
                                     budget=self.notebook_timeout, max_lines=self.max_lines)
         mistakes = list(enumerate(lesson.mistakes))
@@ -877,7 +945,7 @@ class ForkedExecute(NbGraderPreprocessor):
             checks: list[Check] = []
             for scenario in scenarios:
                 seed = 0 if scenario.visible else scenario_seed(secret, student, exercise,
-                                                                scenario.name)
+                                                                scenario.name, digest)
                 key = f"{scenario.name}/{seed}"
                 reference = read_outcome(self._references.get(lesson.name, key))
                 wrong = []

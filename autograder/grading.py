@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.autograde import GiB, Result, Settings, grade_submission, grading_config
+from autograder.executor import submission_digest
 from autograder.feedback import write_notice
 from autograder.nbgrader_inproc import (course_config, coursedir, forget_gradebook_lock,
                                         gradebook, install_gradebook_lock, register_lessons,
                                         safe_student_id)
 from autograder.release import COURSE_ROOT, lessons as course_lessons
-from autograder.submissions import (STATE_FILE, Roster, RosterReport, Submission,
-                                    apply_roster, cell_ids, check, collect, copy_regular_file,
+from autograder.submissions import (MAX_NOTEBOOK_BYTES, STATE_FILE, Roster, RosterReport,
+                                    Submission, _read_regular, apply_roster, cell_ids, check,
+                                    collect, copy_regular_file,
                                     layout_summary, new_since, one_line, pick_newest,
                                     read_state, record_students, settle_renamed_students,
                                     spreadsheet_cell, student_records, write_state)
@@ -473,7 +475,8 @@ def _plan(found: list[Submission], chosen: list[str], specs: dict, lesson_ids: d
                                       reason=" ".join([reason, *notes])))
                 continue
             tasks.append({"student": student, "lesson": lesson, "notes": notes,
-                          "path": str(chosen_file.path),
+                          "path": str(chosen_file.path), "digest": submission_digest(
+                              _read_regular(chosen_file.path, MAX_NOTEBOOK_BYTES)),
                           "timestamp": _timestamp_file(chosen_file)})
     return results, tasks
 

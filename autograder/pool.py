@@ -107,21 +107,22 @@ class _Worker:
         self.ready = False
         self.number = 0
 
-    def reference_batch(self, task: dict, pending: "_Queue") -> list[str]:
-        """The students whose reference outcomes the worker computes with `task`'s: none new
-        when it has them already; else this one and the next students of the lesson not yet
+    def reference_batch(self, task: dict, pending: "_Queue") -> dict[str, str]:
+        """The students whose reference outcomes the worker computes with `task`'s, each with
+        the digest of their submission (their hidden inputs are drawn for it): none new when
+        it has them already; else this one and the next students of the lesson not yet
         handed to any worker (it will likely grade them, not those graded elsewhere), at most
         REFERENCE_BATCH, so that a reference run stays within one cell's time limit however
         large the class."""
         known = self.references.setdefault(task["lesson"], set())
+        batch = {task["student"]: task["digest"]}
         if task["student"] in known:
-            return [task["student"]]
-        batch = [task["student"]]
+            return batch
         for waiting in pending.lessons.get(task["lesson"]) or ():
             if len(batch) >= REFERENCE_BATCH:
                 break
             if waiting["student"] not in known:
-                batch.append(waiting["student"])
+                batch[waiting["student"]] = waiting["digest"]
         known.update(batch)
         return batch
 

@@ -32,7 +32,8 @@ observations match a mistake's on a failing scenario, the feedback names that mi
 Scenario files live in `scenarios/<lesson>.py` at the course root (instructors only: never
 released to students). This module is imported on both sides, so it holds only what the
 scenarios need: the decorators, the encoding of observations into JSON-able data, and spies
-that count calls (for rules such as "without retain_grad").
+that count calls (for rules such as "without retain_grad") or record the gradients autograd
+delivers (for rules such as "computed by autograd").
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 __all__ = ["scenario", "mistake", "collect", "Scenario", "Mistake", "encode", "count_calls",
-           "generator", "ObservationError", "AuthoringError"]
+           "gradients_delivered", "generator", "ObservationError", "AuthoringError"]
 
 DEFAULT_RTOL = 1e-5
 DEFAULT_ATOL = 1e-6
@@ -272,3 +273,56 @@ def count_calls(owner: Any, name: str) -> Iterator[Calls]:
         yield calls
     finally:
         setattr(owner, name, original)
+
+
+class Delivered:
+    """The gradients autograd delivered to the tensors watched by `gradients_delivered`."""
+
+    def __init__(self) -> None:
+        self.gradients: list = []
+        self.retaining = 0  # intermediates (not leaves) that retain their gradient at the end
+
+    def holds(self, value: Any) -> bool:
+        """Whether `value` is a tensor with the values, shape and dtype of one of them."""
+        import torch
+        if not isinstance(value, torch.Tensor):
+            return False
+        found = torch.Tensor.detach(value)
+        return any(g.shape == found.shape and g.dtype == found.dtype and bool(torch.equal(g, found))
+                   for g in self.gradients)
+
+
+@contextlib.contextmanager
+def gradients_delivered() -> Iterator[Delivered]:
+    """Record, while the block runs and after, the gradient every backward pass (or
+    torch.autograd.grad) delivers to each tensor that requires grad and that a torch operation
+    in the block made or received: a rule such as "computed by autograd" is then observed by
+    its effect (the answer's result is a gradient autograd delivered), not by a call."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    delivered = Delivered()
+    watched: dict[int, Any] = {}  # held until the block ends, so no id is reused meanwhile
+
+    def record(gradient):
+        delivered.gradients.append(gradient.detach().clone())
+
+    def watch(value: Any) -> None:
+        if isinstance(value, torch.Tensor) and value.requires_grad and id(value) not in watched:
+            watched[id(value)] = value
+            value.register_hook(record)
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for value in (*args, *(kwargs or {}).values(),
+                          *(out if isinstance(out, (tuple, list)) else (out,))):
+                watch(value)
+            return out
+
+    try:
+        with Watch():
+            yield delivered
+    finally:
+        delivered.retaining = sum(1 for t in watched.values() if not t.is_leaf and t.retains_grad)
+        watched.clear()

@@ -5,7 +5,7 @@ Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios"
 
 import torch
 
-from coursekit.scenarios import count_calls, mistake, scenario
+from coursekit.scenarios import count_calls, gradients_delivered, mistake, scenario
 
 
 def _float32(value):
@@ -33,9 +33,11 @@ def intermediate_visible(intermediate_gradient, rng):
 @scenario("02-ex1", uses=["intermediate_gradient"], title="other values")
 def intermediate_random(intermediate_gradient, rng):
     values = _values(rng, 1, 9)
-    with count_calls(torch.Tensor, "retain_grad") as retain:
+    with gradients_delivered() as delivered:
         h_grad = intermediate_gradient(values)
-    return {"h.grad": _float32(h_grad), "retain_grad() was called": retain.count > 0}
+    return {"h.grad": _float32(h_grad),
+            "the result is a gradient a backward pass delivered": delivered.holds(h_grad),
+            "an intermediate tensor retains its gradient": delivered.retaining > 0}
 
 
 @mistake("02-ex1", "This is x.grad (dL/dx), the gradient of the leaf: return h.grad, kept with "

@@ -19,20 +19,22 @@ def _silu_slope(x):
     return sig + x * sig * (1 - sig)
 
 
-def _in_place_change_is_safe(SiLU, x, change):
-    """Change x in place after the forward pass: a safe SiLU either raises in backward (it
-    saved x with save_for_backward) or still gives the gradient at the original x (it saved
-    what it needs, such as sigmoid(x) and the output)."""
-    original = x.detach().clone()
+def _gradient_after_in_place_change(SiLU, x, change):
+    """Change x in place after the forward pass and run backward. A safe SiLU either raises
+    there (it saved x with save_for_backward) or still gives the gradient at the original x
+    (it saved what it needs, such as sigmoid(x) and the output); where it raises, the gradient
+    it gives on an unchanged copy of x is observed instead, so that both report the gradient
+    at the original x. Nothing here knows the right gradient: the grader compares."""
+    unchanged = x.detach().clone().requires_grad_()
     y = SiLU.apply(x)
     with torch.no_grad():
         x.add_(change)
     try:
         y.sum().backward()
     except RuntimeError:
-        return True
-    return x.grad is not None and bool(
-        torch.allclose(x.grad, _silu_slope(original), rtol=1e-4, atol=1e-5))
+        SiLU.apply(unchanged).sum().backward()
+        return unchanged.grad
+    return x.grad
 
 
 # ------------------------------------------------------------------------- 05-ex1: SiLU
@@ -49,8 +51,8 @@ def silu_visible_example(SiLU, rng):
     return {"SiLU forward": y, "x.grad": x.grad,
             "gradcheck on float64 inputs": gradcheck(SiLU.apply, (x64,),
                                                      raise_exception=False),
-            "x changed in place after forward: backward raises or the gradient is right":
-                _in_place_change_is_safe(SiLU, moved, 1.0)}
+            "x.grad when x changed in place after forward (backward may raise instead)":
+                _gradient_after_in_place_change(SiLU, moved, 1.0)}
 
 
 @scenario("05-ex1", uses=["SiLU"], rtol=1e-4, atol=1e-5,
@@ -76,8 +78,8 @@ def silu_float64(SiLU, rng):
     return {"SiLU forward": y, "x.grad": gradient,
             "gradcheck on float64 inputs": gradcheck(SiLU.apply, (x64,),
                                                      raise_exception=False),
-            "x changed in place after forward: backward raises or the gradient is right":
-                _in_place_change_is_safe(SiLU, moved, change)}
+            "x.grad when x changed in place after forward (backward may raise instead)":
+                _gradient_after_in_place_change(SiLU, moved, change)}
 
 
 @mistake("05-ex1", "x.grad is σ(x) · grad_output: the product rule's second term, "

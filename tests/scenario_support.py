@@ -3,10 +3,11 @@
 `reference_namespace(lesson)` executes the solution notebook's code cells, test cells left
 out, once per test session; `variant_namespace` is a copy of it with one answer cell's source
 replaced. `verdict(lesson, exercise, namespace, seeds)` runs every scenario of the exercise
-against the namespace and against the reference, with the mistakes, and returns the checks
-(`autograder.verdicts.Check`). The grading command does the same across the sandbox; the
-tests in tests/test_scenarios.py (in this process) and tests/test_misconceptions_grading.py
-(through the grading command) check the variants both ways.
+against the namespace (from the part of the scenario module a sandbox receives) and against
+the reference, with the mistakes, and returns the checks (`autograder.verdicts.Check`). The
+grading command does the same across the sandbox; the tests in tests/test_scenarios.py (in
+this process) and tests/test_misconceptions_grading.py (through the grading command) check
+the variants both ways.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ def scenario_path(lesson: str) -> Path:
 def scenario_module(lesson: str) -> dict:
     path = scenario_path(lesson)
     return load_module(path.read_text(), str(path))
+
+
+@functools.lru_cache(maxsize=None)
+def sandbox_module(lesson: str) -> dict:
+    """What of the scenario module a student's sandbox receives (autograder.executor's
+    `sandbox_source`): scenarios run against a student's answers run from it."""
+    from autograder.executor import sandbox_source
+    return load_module(sandbox_source(scenario_path(lesson).read_text()), "<scenarios>")
 
 
 def solution(lesson: str):
@@ -89,7 +98,7 @@ def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list
             for seed in ((0,) if s.visible else seeds)]
     assert runs, f"no scenario for {exercise}"
     reference = run_scenarios(module, reference_namespace(lesson), runs, mistakes=True)
-    student = run_scenarios(module, namespace, runs)
+    student = run_scenarios(sandbox_module(lesson), namespace, runs)
     known = [m for m in mistakes]
     checks = []
     by_name = {s.name: s for s in scenarios}

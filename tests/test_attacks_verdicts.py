@@ -10,10 +10,16 @@ it sends. Each must score 0. One more student prints everything it can find; its
 hold no hidden test, no scenario source and no value a hidden check expects of it (computed
 here with the course secret, the student's seed and the reference solution).
 
-Two more students hand in the same notebook, whose `cube_grad` only knows the answers on the
-inputs drawn for the first of them (as if that student had learnt them and shared them): it
-earns the hidden check for that student and not for the other, which shows, through the
-grading command itself, that each student's hidden inputs are drawn for that student.
+The scavenger walks up its callers' frames to the scenario module's namespace and tries every
+callable there on the visible example, keeping the one that matches (a helper of the mistakes
+that computes the reference answer, as lesson 07's `_reference_like` did): nothing it finds
+there passes, since the sandbox receives only the scenarios and what they reach.
+
+A second class (`regraded`) is graded twice. Its leakers read the hidden scenario's seed from
+their callers' frames, replay the hidden inputs and hand them out through the visible check's
+found values; graded again unchanged, a leaker is drawn the same inputs, and a memoriser
+built from what leaked (an edited submission) is drawn other ones, so it fails the hidden
+check: inputs are drawn for each submission's content.
 
 Every attack has teeth: graded by the engine before trusted verdicts (commit dc372a1: cells and
 hidden tests in the student's own process, points from whether it reported an error), this
@@ -25,6 +31,7 @@ attacks 2 of 3, every other attack 3 of 3, and the printer's feedback held the h
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -164,13 +171,63 @@ def cube_grad(x):
     return torch.zeros_like(x).as_subclass(AlwaysEqual)
 '''
 
-# Knows the visible example and the hidden inputs drawn for one student, nothing else.
+# Walks up to the scenario module and keeps whatever callable there matches the visible example.
+SCAVENGER = r'''
+import sys, torch
+def _scavenge():
+    frame = sys._getframe(1)
+    while frame is not None:
+        space = frame.f_globals
+        if "__course_scenarios__" in space:
+            for value in list(space.values()):
+                if callable(value) and not hasattr(value, "__scenario__"):
+                    try:
+                        if value(torch.tensor([1.0, 2.0])).tolist() == [3.0, 12.0]:
+                            return value
+                    except Exception:
+                        pass
+        frame = frame.f_back
+    return None
+def cube_grad(x):
+    found = _scavenge()
+    return torch.zeros_like(x) if found is None else found(x)
+'''
+
+# Reads the hidden scenario's seed from its callers' frames, replays the hidden input, and
+# returns its first two values as its answer to the visible example (whose found values the
+# feedback quotes); right elsewhere.
+LEAK = r'''
+import sys, torch
+from coursekit.scenarios import generator
+def _hidden_input():
+    frame = sys._getframe(1)
+    while frame is not None:
+        runs, module = frame.f_locals.get("runs"), frame.f_locals.get("module")
+        if isinstance(runs, list) and isinstance(module, dict):
+            seen = []
+            module["random_points"](cube_grad=lambda x: seen.append(x) or x,
+                                    rng=generator(dict(runs)["random_points"]))
+            return seen[0]
+        frame = frame.f_back
+    return None
+def cube_grad(x):
+    hidden = _hidden_input()
+    if hidden is not None and x.tolist() == [1.0, 2.0]:
+        return hidden[:2].clone()
+    return 3 * x.detach() ** 2
+'''
+
+# Knows the visible example, and the answer on the hidden input whose first values leaked.
 MEMORIZER = r'''
 import torch
-KNOWN = {known}
+KNOWN, ANSWER = {known!r}, {answer!r}
 def cube_grad(x):
-    found = KNOWN.get(tuple(x.tolist()))
-    return torch.zeros_like(x) if found is None else torch.tensor(found)
+    values = x.tolist()
+    if values == [1.0, 2.0]:
+        return torch.tensor([3.0, 12.0])
+    if [float(f"{{v:.6g}}") for v in values[:2]] == KNOWN:
+        return torch.tensor(ANSWER)
+    return torch.zeros_like(x)
 '''
 
 FORGE = r'''
@@ -262,6 +319,7 @@ ATTACKS = {
     "custom-exc": CUSTOM_EXC, "ast-transformer": AST_TRANSFORMER,
     "input-transformer": INPUT_TRANSFORMER, "settrace": SETTRACE, "gc-blank": GC_BLANK,
     "tensor-subclass": TENSOR_SUBCLASS, "forge-events": "# FORGE" + "-EVENTS\n" + FORGE,
+    "scavenger": SCAVENGER,
 }
 
 
@@ -293,19 +351,15 @@ def judged(tmp_path_factory):
     nb = course.blank(A)
     answer_cells(nb)[0].source = LEAKER.strip()
     write(nb, classes / "zz-leaker" / f"{A}.ipynb")
-    # The memoriser's table: the visible example, and `random_points` for "memo-self" (the
-    # course secret is made here, before grading, and the grader reads the same one).
-    drawn = _drawn_inputs(root, "memo-self", "01-ex1", "random_points")[0]
-    known = {(1.0, 2.0): [3.0, 12.0],
-             tuple(drawn.tolist()): _reference_values(root, "memo-self")}
-    for student in ("memo-self", "memo-other"):
-        nb = course.blank(A)
-        first, second = answer_cells(nb)
-        first.source = MEMORIZER.format(known=repr(known)).strip()
-        second.source = SAME_ANSWERS[1]
-        write(nb, classes / student / f"{A}.ipynb")
     result = grade(classes, out, root, base / "run.json", timeout=TIMEOUT)
-    return {"root": root, "out": out, "result": result, "rows": read_rows(out)}
+    return {"root": root, "out": out, "result": result, "rows": read_rows(out),
+            "classes": classes}
+
+
+def _digest(classes, student: str) -> str:
+    """The digest of the student's submission, which its hidden inputs are drawn for."""
+    from autograder.executor import submission_digest
+    return submission_digest((classes / student / f"{A}.ipynb").read_bytes())
 
 
 def _row(judged, student: str) -> dict:
@@ -334,9 +388,10 @@ def test_each_attack_scores_nothing(judged, student):
     assert row["score"] == "0", row
 
 
-def _drawn_inputs(root, student: str, exercise: str, name: str) -> list:
-    """The arguments the hidden scenario `name` gives the answer for `student`: the scenario
-    run here on the seed drawn for that student, with a stand-in that records its inputs."""
+def _drawn_inputs(root, student: str, exercise: str, name: str, digest: str) -> list:
+    """The arguments the hidden scenario `name` gives the answer for `student`'s submission of
+    digest `digest`: the scenario run here on the seed drawn for it, with a stand-in that
+    records its inputs."""
     from autograder.executor import course_secret, scenario_seed
     from autograder.runner.observe import load_module
     from coursekit.scenarios import collect, generator
@@ -344,7 +399,7 @@ def _drawn_inputs(root, student: str, exercise: str, name: str) -> list:
     scenarios, _ = collect(load_module((root / "scenarios" / f"{A}.py").read_text()))
     found = next(s for s in scenarios if s.name == name)
     assert found.exercise == exercise and not found.visible
-    seed = scenario_seed(course_secret(root), student, exercise, name)
+    seed = scenario_seed(course_secret(root), student, exercise, name, digest)
     seen = []
 
     def record(x):
@@ -355,16 +410,16 @@ def _drawn_inputs(root, student: str, exercise: str, name: str) -> list:
     return seen
 
 
-def _reference_values(root, student: str) -> list[float]:
-    """What the hidden check `random_points` expects of `student`: the reference solution's
-    observations on the inputs drawn for that student."""
+def _reference_values(root, student: str, digest: str) -> list[float]:
+    """What the hidden check `random_points` expects of `student`'s submission of digest
+    `digest`: the reference solution's observations on the inputs drawn for it."""
     import torch
 
     from autograder.executor import course_secret, scenario_seed
     from autograder.runner.observe import load_module, run_scenarios
 
     module = load_module((root / "scenarios" / f"{A}.py").read_text(), "scenarios")
-    seed = scenario_seed(course_secret(root), student, "01-ex1", "random_points")
+    seed = scenario_seed(course_secret(root), student, "01-ex1", "random_points", digest)
     solution = {"torch": torch}
     exec(fixture_course.lesson_a().cells[4].source, solution)  # noqa: S102 (the course's own)
     outcome = run_scenarios(module, solution, [("random_points", seed)])
@@ -383,7 +438,7 @@ def test_the_printer_learns_nothing_hidden(judged):
                     "The derivative of x**3 is 3 * x**2"):
         assert snippet not in text, snippet
     assert "zq-same-answer" not in text  # a classmate's notebook
-    values = _reference_values(root, "zz-printer")
+    values = _reference_values(root, "zz-printer", _digest(judged["classes"], "zz-printer"))
     for value in values:
         assert repr(value) not in text, value
     assert not all(f"{value:.4f}" in text for value in values), values
@@ -407,9 +462,9 @@ def test_no_feedback_shows_hidden_tests_or_expected_hidden_values(judged):
         assert page, student
         for marker in fixture_course.HIDDEN_MARKERS:
             assert marker not in page, (student, marker)
-        if student.startswith(("aa-honest", "memo-")):
-            continue  # (the memorisers' own source holds memo-self's values)
-        values = _reference_values(root, student)
+        if student.startswith("aa-honest"):
+            continue
+        values = _reference_values(root, student, _digest(judged["classes"], student))
         assert not any(repr(value) in page for value in values), student
 
 
@@ -418,34 +473,96 @@ def test_same_answers_full_marks_on_different_inputs(judged):
 
     from autograder.executor import course_secret, scenario_seed
 
-    root = judged["root"]
+    root, classes = judged["root"], judged["classes"]
     for student in ("aa-honest-1", "aa-honest-2"):
         assert _row(judged, student)["score"] == "3"
     # Every hidden scenario of the lesson gave the two of them other inputs.
     for exercise, name in (("01-ex1", "random_points"), ("01-ex2", "twice")):
-        first, second = (_drawn_inputs(root, student, exercise, name)
+        first, second = (_drawn_inputs(root, student, exercise, name, _digest(classes, student))
                          for student in ("aa-honest-1", "aa-honest-2"))
         assert first and second, name
         assert not all(a.shape == b.shape and torch.equal(a, b)
                        for a, b in zip(first, second)), (name, first, second)
-    # The seeds come from the course secret, the student and the exercise only (no clock, no
-    # counter): a re-grade draws the same inputs. (The memoriser below shows that the grader
-    # drew exactly these.)
-    seeds = {scenario_seed(course_secret(root), student, "01-ex1", "random_points")
+    # The seeds come from the course secret, the student, the exercise and the submission's
+    # content only (no clock, no counter): a re-grade of the same file draws the same inputs.
+    # (The leakers below show that the grader drew exactly these.)
+    secret = course_secret(root)
+    digest = _digest(classes, "aa-honest-1")
+    seeds = {scenario_seed(secret, student, "01-ex1", "random_points", digest)
              for student in ("aa-honest-1", "aa-honest-2", "aa-honest-1")}
     assert len(seeds) == 2
+    assert scenario_seed(secret, "aa-honest-1", "01-ex1", "random_points", digest + "0") \
+        not in seeds
 
 
-def test_answers_known_for_one_student_fail_for_another(judged):
-    """The same notebook, right only on memo-self's hidden inputs: the grading command gives
-    memo-self every check of exercise 1 and memo-other only its visible example, so the
-    grader drew memo-self exactly the inputs computed here and memo-other other ones."""
-    mine, theirs = _row(judged, "memo-self"), _row(judged, "memo-other")
-    assert (mine["score"], theirs["score"]) == ("3", "1"), (mine, theirs)
-    page = feedback_text(judged["out"], "memo-other")
-    assert "✗ hidden check: random points" in page
+_FOUND = re.compile(r"found tensor\[([-0-9.e+]+), ([-0-9.e+]+)\] shape \[2\]")
+
+
+def _leaked(root, student: str) -> list[float]:
+    """The two numbers the student's visible check quoted as found (what leaked)."""
+    found = _FOUND.findall(outputs_text(root, student))
+    assert len(set(found)) == 1, found
+    return [float(v) for v in found[0]]
+
+
+@pytest.fixture(scope="module")
+def regraded(tmp_path_factory):
+    """Two leakers graded; then one graded again unchanged, the other replaced by a memoriser
+    built from what it leaked (the first values of its hidden input, and the answer there)."""
+    from autograder.demo import Lessons
+
+    base = tmp_path_factory.mktemp("seed-attacks")
+    root = fixture_course.build_course(base / "course")
+    course = Lessons(root, [A])
+    first, second = base / "first", base / "second"
+    for student in ("leak-a", "leak-b"):
+        nb = course.blank(A)
+        cells = answer_cells(nb)
+        cells[0].source, cells[1].source = LEAK.strip(), SAME_ANSWERS[1]
+        write(nb, first / student / f"{A}.ipynb")
+    runs = {"first": grade(first, base / "out-1", root, base / "run-1.json", timeout=TIMEOUT)}
+    leaked = {student: _leaked(root, student) for student in ("leak-a", "leak-b")}
+    drawn = _drawn_inputs(root, "leak-b", "01-ex1", "random_points", _digest(first, "leak-b"))
+    answer = [3 * v ** 2 for v in drawn[0].tolist()]  # as if learnt from the first feedback
+    (second / "leak-a").mkdir(parents=True)
+    (second / "leak-a" / f"{A}.ipynb").write_bytes((first / "leak-a" / f"{A}.ipynb").read_bytes())
+    nb = course.blank(A)
+    cells = answer_cells(nb)
+    cells[0].source = MEMORIZER.format(known=leaked["leak-b"], answer=answer).strip()
+    cells[1].source = SAME_ANSWERS[1]
+    write(nb, second / "leak-b" / f"{A}.ipynb")
+    runs["second"] = grade(second, base / "out-2", root, base / "run-2.json", timeout=TIMEOUT)
+    return {"root": root, "first": first, "second": second, "runs": runs, "leaked": leaked,
+            "drawn": drawn, "out": base / "out-2", "rows": read_rows(base / "out-2")}
+
+
+def test_a_leaker_hands_out_the_hidden_inputs_of_its_own_submission(regraded):
+    """The attack works as far as it can: the values it quotes are the first hidden input
+    drawn for its submission, computed here with the course secret and its digest."""
+    for run in regraded["runs"].values():
+        assert run["rc"] == 0, run["stderr"][-3000:]
+    for student in ("leak-a", "leak-b"):
+        drawn = _drawn_inputs(regraded["root"], student, "01-ex1", "random_points",
+                              _digest(regraded["first"], student))
+        assert regraded["leaked"][student] == [float(f"{v:.6g}") for v in drawn[0][:2].tolist()]
+    assert regraded["leaked"]["leak-a"] != regraded["leaked"]["leak-b"]
+
+
+def test_a_regrade_draws_the_same_inputs_and_a_changed_submission_others(regraded):
+    import torch
+
+    root = regraded["root"]
+    assert _leaked(root, "leak-a") == regraded["leaked"]["leak-a"]  # graded again, unchanged
+    row = regraded["rows"].get(("leak-b", A))
+    assert row is not None, regraded["runs"]["second"]["stderr"][-3000:]
+    page = feedback_text(regraded["out"], "leak-b")
     assert "✓ visible example: the example" in page
-    assert "✓ hidden check: random points" in feedback_text(judged["out"], "memo-self")
+    assert "✗ hidden check: random points" in page, page
+    assert row["score"] == "1", row  # exercise 2 only
+    drawn = _drawn_inputs(root, "leak-b", "01-ex1", "random_points",
+                          _digest(regraded["second"], "leak-b"))
+    before = regraded["drawn"][0]
+    assert not (drawn[0].shape == before.shape and torch.equal(drawn[0], before))
 
 
 def test_the_course_secret_stays_out_of_git():

@@ -315,6 +315,7 @@ def test_a_notebook_that_kills_its_worker(graded, tmp_path):
     from autograder.autograde import Settings
     from autograder.demo import Lessons
     from autograder.nbgrader_inproc import gradebook, course_config
+    from autograder.executor import submission_digest
     from autograder.pool import WorkerPool
 
     root = graded["root"]
@@ -327,8 +328,9 @@ def test_a_notebook_that_kills_its_worker(graded, tmp_path):
                         lock_path=str(tmp_path / "lock"), threads=1, share_prologue=False)
     results = []
     with WorkerPool(settings, 1, ["torch"]) as pool:
-        pool.run([{"student": "killer", "lesson": A, "notes": []},
-                  {"student": "correct", "lesson": A, "notes": []}], results.append)
+        pool.run([{"student": who, "lesson": A, "notes": [], "digest": submission_digest(
+                      (root / "submitted" / who / A / f"{A}.ipynb").read_bytes())}
+                  for who in ("killer", "correct")], results.append)
     by_student = {r.student_id: r for r in results}
     # In the sandbox its parent is the namespace's PID 1, which ignores the signal: the
     # worker lives on and both notebooks are graded.

@@ -226,3 +226,117 @@ def test_fixture_hidden_scenarios_draw_their_inputs_from_their_rng():
             assert repr(seen[1]) != repr(seen[2]), \
                 f"{lesson} {found.name}: the same inputs for two seeds: {seen[1]}"
     assert hidden == 4
+
+
+# --------------------------------------------------------------------------------------------
+# What a sandbox receives of a scenario module: nothing a scavenging answer could use
+
+def _module_helpers(namespace: dict) -> dict:
+    """The functions and classes the scenario module itself defines, scenarios left out."""
+    found = {}
+    for name, value in namespace.items():
+        if getattr(value, "__scenario__", None) is not None or name.startswith("__"):
+            continue
+        if getattr(value, "__globals__", None) is namespace or (
+                isinstance(value, type) and value.__module__ == namespace["__name__"]):
+            found[name] = value
+    return found
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_no_helper_left_in_the_sandbox_passes_an_exercise(lesson):
+    """The scavenger: an answer that finds the scenario module's namespace (walking up its
+    callers' frames) and tries every callable there in place of an answer name must never
+    find one that passes an exercise's scenarios."""
+    sandbox = support.sandbox_module(lesson)
+    helpers = _module_helpers(sandbox)
+    scenarios, _ = collect(sandbox)
+    passing = []
+    for exercise in exercises(lesson):
+        names = sorted({name for s in scenarios if s.exercise == exercise for name in s.uses})
+        for answer_name in names:
+            for helper_name, helper in helpers.items():
+                namespace = dict(support.reference_namespace(lesson))
+                namespace[answer_name] = helper
+                checks = support.verdict(lesson, exercise, namespace, seeds=(11,))
+                if all(c.passed for c in checks):
+                    passing.append(f"{helper_name} as {answer_name} ({exercise})")
+    assert not passing, f"helpers in the sandbox that pass an exercise: {passing}"
+
+
+def test_the_scavenger_finds_a_reference_answer_left_beside_the_scenarios(tmp_path):
+    """The scavenger test above can fail: a module that keeps a reference answer as a helper
+    its scenario uses is caught by it."""
+    from autograder.executor import sandbox_source
+    from autograder.runner.observe import load_module
+
+    source = _HEADER + '''
+def _double(x):
+    return 2 * x
+
+@scenario("09-ex1", uses=["f"], visible=True)
+def example(f, rng):
+    return {"f(3)": f(3), "twice 3": _double(3)}
+'''
+    helpers = _module_helpers(load_module(sandbox_source(source)))
+    assert [name for name, h in helpers.items() if h(3) == 6] == ["_double"]
+
+
+def test_the_sandbox_gets_only_what_scenarios_reach():
+    """Mistakes, and helpers only mistakes (or nothing) use, never reach a sandbox; imports
+    and helpers a scenario reaches (directly or through another helper) do."""
+    from autograder.executor import sandbox_source
+    from autograder.runner.observe import load_module
+
+    source = _HEADER + '''
+from collections import OrderedDict
+
+LIMIT = 3
+_ANSWERS = {"f": lambda x: x + 1}
+
+
+def _reference(x):
+    return x + 1
+
+
+def _draw(rng):
+    return int(torch.randint(0, _limit(), (), generator=rng))
+
+
+def _limit():
+    return LIMIT
+
+
+class _Model(torch.nn.Module):
+    pass
+
+
+@scenario("09-ex1", uses=["f"], visible=True)
+def example(f, rng):
+    _reference = f        # a local of the same name is not the module's helper
+    return {"f(1)": _reference(1), "drawn": _draw(rng)}
+
+
+@mistake("09-ex1", "Off by one.")
+def f(x):
+    return _reference(x) + 1
+
+
+@mistake("09-ex1", "Off by two.", replaces="f")
+def f_two(x):
+    return _ANSWERS["f"](x) + _Model.__name__.count("M")
+'''
+    kept = load_module(sandbox_source(source))
+    for name in ("example", "_draw", "_limit", "LIMIT", "OrderedDict", "torch", "scenario"):
+        assert name in kept, name
+    for name in ("_reference", "_ANSWERS", "_Model", "f", "f_two"):
+        assert name not in kept, name
+    for lesson in LESSONS:
+        full = support.scenario_module(lesson)
+        sandbox = support.sandbox_module(lesson)
+        _, mistakes = collect(full)
+        assert not any(getattr(v, "__mistake__", None) for v in sandbox.values()), lesson
+        assert [s.name for s in collect(sandbox)[0]] == [s.name for s in collect(full)[0]]
+        for mistake_name in {m.func.__name__ for m in mistakes}:
+            assert mistake_name not in sandbox or not hasattr(sandbox[mistake_name],
+                                                              "__mistake__"), lesson

@@ -51,6 +51,15 @@ def intermediate_gradient(values):
 def intermediate_gradient(values):
     return torch.tensor([3.0, 48.0, 0.1875])
 '''),
+    # The rule is judged by its effect: a retain_grad() call that keeps nothing earns nothing.
+    dict(exercise="02-ex1", name="by-hand-with-no-op-retain-grad", expect="fail",
+         mistake="by hand", source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    x.retain_grad()
+    h = x.detach() * x.detach()
+    return 3 * h ** 2
+'''),
     dict(exercise="02-ex1", name="float64-pow", expect="pass", mistake=None, source='''
 def intermediate_gradient(values):
     x = torch.tensor(values, dtype=torch.float64).requires_grad_()
