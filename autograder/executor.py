@@ -344,8 +344,10 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     pid = message["pid"]
                     run.pid = pid
                     found = message.get("cpu_file")
-                    if isinstance(found, str) and found.startswith("/sys/fs/cgroup/") \
-                            and ".." not in found:
+                    # Its cgroup's, or (without one) the file its host keeps from /proc.
+                    if isinstance(found, str) and ".." not in found and (
+                            found.startswith("/sys/fs/cgroup/")
+                            or os.path.basename(found).startswith("autograder-cpu-")):
                         cpu_path = found
                         mark(position)
                     if killed:

@@ -74,6 +74,7 @@ class Report:
     engine: str = "fork"
     setup_seconds: float = 0.0  # reading and checking the class, before the first notebook
     intake: "Intake | None" = None  # how SUBMISSIONS was read (layout, roster, selection)
+    warnings: list[str] = field(default_factory=list)  # e.g. limits weaker than asked
 
     def counts(self) -> Counter:
         return Counter(r.status for r in self.results)
@@ -88,6 +89,7 @@ class Report:
                  f"in {self.seconds:.1f} s ({self.engine} engine, {self.jobs} "
                  f"worker{'s' if self.jobs != 1 else ''}{per}); {failed} could not be graded.",
                  "  " + ", ".join(f"{s} {counts[s]}" for s in STATUSES)]
+        lines += self.warnings
         if self.skipped:
             lines.append(f"  {len(self.skipped)} files skipped (see grading.log)")
         if self.intake is not None:
@@ -276,25 +278,30 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         jobs = 1  # nbgrader's own command, one notebook at a time, as instructors run it
     os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
     warnings.filterwarnings("ignore", module="nbformat")
+    weaker = None
     if engine == "fork" and sandbox:
-        from autograder.runner.sandbox import check_available
+        from autograder.runner.sandbox import check_available, weaker_limits
         problem = check_available()
         if problem:
             raise SandboxUnavailable(problem)
+        weaker = weaker_limits(memory_limit)
+        if weaker and echo:
+            echo(weaker)
     elif echo:
         echo(UNSAFE_WARNING)
 
     with course_lock(root, echo):
         return _grade_class(submissions, out, root, known, jobs, lessons, engine, timeout,
                             memory_limit, progress, share_prologue, echo, started,
-                            sandbox, notebook_timeout, intake or Intake())
+                            sandbox, notebook_timeout, intake or Intake(),
+                            [weaker] if weaker else [])
 
 
 def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], jobs: int,
                  lessons: list[str] | None, engine: str, timeout: int | None,
                  memory_limit: int, progress: bool | None, share_prologue: bool, echo,
                  started: float, sandbox: bool = True, notebook_timeout: int = 600,
-                 intake: Intake | None = None) -> Report:
+                 intake: Intake | None = None, warnings: list[str] | None = None) -> Report:
     intake = intake or Intake()
     out.mkdir(parents=True, exist_ok=True)
     _remove(out / "feedback")
@@ -384,7 +391,8 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
                                 r.lesson, r.reason))
     report = Report(results=results, seconds=time.monotonic() - started, out=out,
                     skipped=skipped, jobs=workers if engine == "fork" else 1, engine=engine,
-                    setup_seconds=prepared - started, intake=intake)
+                    setup_seconds=prepared - started, intake=intake,
+                    warnings=list(warnings or []))
     write_grades(out / "grades.csv", results)
     if in_place:
         _remember_graded(root, intake, results, chosen)

@@ -40,7 +40,8 @@ from collections import OrderedDict
 
 from autograder.runner import shell
 from autograder.runner.observe import load_module, run_scenarios
-from autograder.runner.sandbox import Cgroup, Policy, confine, die_with_parent
+from autograder.runner.sandbox import (TREE_POLL_SECONDS, Cgroup, Policy, ProcessTree, confine,
+                                       die_with_parent)
 
 MAX_ZYGOTES = 2
 ADDRESS_SPACE_FACTOR = 4
@@ -163,33 +164,43 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the notebook's process, measured through the tests)
         _notebook_main(host, request, events, payload, cgroup, forked_from_zygote)
-    _send(control, {"event": "forked", "pid": pid,
-                    "cpu_file": cgroup.cpu_file() if cgroup is not None else None})
+    # Without a cgroup, the host measures the notebook's process tree itself, from /proc.
+    tree = ProcessTree(pid, os.path.join(host.scratch, f"autograder-cpu-{os.getpid()}-"
+                                         f"{host.count}")) \
+        if host.sandbox and cgroup is None else None
+    cpu_file = cgroup.cpu_file() if cgroup is not None else tree.cpu_file if tree else None
+    _send(control, {"event": "forked", "pid": pid, "cpu_file": cpu_file})
     # While it runs: when its processes reach the memory limit (the kernel then starts
     # reclaiming, or kills one of them), the whole notebook is stopped and that is reported at
     # once. The same notebook always stops the same way, however busy the machine is (near its
     # limit a group can spend minutes reclaiming before the kernel kills anything), and the
     # grader names the cell that was running, even when the notebook would have carried on.
-    reported = False
-    ended = _pidfd(pid) if cgroup is not None else None  # readable once it has ended
+    reported = over = False
+    watched = cgroup is not None or tree is not None
+    ended = _pidfd(pid) if watched else None  # readable once it has ended
+    poll = OOM_POLL_SECONDS if cgroup is not None else TREE_POLL_SECONDS
     try:
         while True:
             try:
-                done, status = os.waitpid(pid, 0 if cgroup is None or reported else os.WNOHANG)
+                done, status = os.waitpid(pid, 0 if not watched or reported else os.WNOHANG)
             except InterruptedError:
                 continue
             if done:
                 break
-            if cgroup.out_of_memory() or cgroup.hit_limit():
+            if tree is not None:
+                seconds, memory = tree.measure()
+                tree.write_cpu(seconds)
+                over = 0 < host.memory_limit <= memory
+            if over or (cgroup is not None and (cgroup.out_of_memory() or cgroup.hit_limit())):
                 reported = True
                 _send(control, {"event": "oom"})
-                cgroup.kill()
+                (cgroup or tree).kill()
             elif ended is not None:
-                select.select([ended], [], [], OOM_POLL_SECONDS)
+                select.select([ended], [], [], poll)
             else:
-                time.sleep(OOM_POLL_SECONDS)
-        oom = bool(cgroup and cgroup.out_of_memory())
-        limit = bool(cgroup and cgroup.hit_limit())
+                time.sleep(poll)
+        oom = bool(cgroup and cgroup.out_of_memory()) or over
+        limit = bool(cgroup and cgroup.hit_limit()) or over
         # Reported as soon as its process has ended: the grader goes on with its feedback
         # while this process removes the group (what is left in it is killed first). The
         # next notebook is forked only after that: this process serves one at a time.
@@ -200,6 +211,8 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
             os.close(ended)
         if cgroup is not None:
             cgroup.remove()
+        if tree is not None:
+            tree.remove()
 
 
 def _pidfd(pid: int) -> int | None:

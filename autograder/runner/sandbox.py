@@ -54,8 +54,8 @@ MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 
-_SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126},
-             "aarch64": {"pivot_root": 41, "capset": 91}}
+_SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "keyctl": 250},
+             "aarch64": {"pivot_root": 41, "capset": 91, "keyctl": 219}}
 
 INSIDE_UID = 1000
 CAP_SYS_ADMIN = 21
@@ -255,6 +255,111 @@ class Cgroup:
                 os.rmdir(path)
             except OSError:
                 pass
+
+
+class ProcessTree:
+    """Without a cgroup: the CPU time and memory of every process of one notebook, read from
+    /proc. Every process of its PID namespace descends from the process the host forked (an
+    orphan goes to the namespace's init, or to a subreaper inside it), so the tree is all of
+    them. Parents are read before their children: a child reaped meanwhile has its time in
+    its parent's (already read) or in none, never in both."""
+
+    PAGE = os.sysconf("SC_PAGE_SIZE")
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, pid: int, cpu_file: str) -> None:
+        self.pid, self.cpu_file = pid, cpu_file
+        self.write_cpu(0.0)
+
+    @staticmethod
+    def _stat(pid: int) -> list[str] | None:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                text = handle.read().decode("ascii", "replace")
+        except OSError:
+            return None
+        return text.rpartition(")")[2].split()  # the name may hold spaces and parentheses
+
+    def members(self) -> list[int]:
+        """The tree's processes, each after its parent."""
+        children: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                fields = self._stat(int(name))
+                if fields and len(fields) > 1 and fields[1].isdigit():
+                    children.setdefault(int(fields[1]), []).append(int(name))
+        order, at = [self.pid], 0
+        while at < len(order):
+            order += children.get(order[at], [])
+            at += 1
+        return order
+
+    def measure(self) -> tuple[float, int]:
+        """(CPU seconds of the tree, its reaped children's included; its memory in bytes:
+        each process's proportional share where it can be read, else its resident size)."""
+        cpu, memory = 0.0, 0
+        for pid in self.members():
+            fields = self._stat(pid)
+            if not fields or len(fields) < 22:
+                continue
+            cpu += sum(int(value) for value in fields[11:15]) / self.TICK
+            memory += self._pss(pid, int(fields[21]) * self.PAGE)
+        return cpu, memory
+
+    @staticmethod
+    def _pss(pid: int, rss: int) -> int:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as handle:
+                for line in handle:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError):
+            pass
+        return rss  # a process that made itself unreadable counts all it holds
+
+    def write_cpu(self, seconds: float) -> None:
+        """Where the grader reads the CPU time (as cgroup v2's cpu.stat says it)."""
+        part = self.cpu_file + ".new"
+        with open(part, "w") as handle:
+            handle.write(f"usage_usec {int(seconds * 1e6)}\n")
+        os.replace(part, self.cpu_file)
+
+    def kill(self) -> None:
+        """End the notebook: its first process (the namespace's init dies with it, and every
+        process of the namespace with that)."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def remove(self) -> None:
+        for path in (self.cpu_file, self.cpu_file + ".new"):
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
+
+def weaker_limits(memory_limit: int) -> str | None:
+    """None where every notebook gets a cgroup; otherwise a warning: which limits are weaker
+    than asked, and how to get full ones."""
+    if Cgroup.base() is not None:
+        return None
+    limit = f"{memory_limit / GiB:g} GiB" if memory_limit > 0 else "no limit"
+    return ("WARNING: limits are weaker than asked. This account cannot create cgroups, so "
+            "no kernel limit holds each notebook's processes together. Instead the grader reads "
+            "the memory and CPU time of every process of a notebook from /proc every "
+            f"{TREE_POLL_SECONDS} s and stops it past the memory limit ({limit}) or its cells' "
+            "time: a peak shorter than that can pass (each process is still held to the limit "
+            "in address space), files it writes into its tmpfs folders (up to 768 MiB) are not "
+            "counted, and its processes are counted by their user namespace (RLIMIT_NPROC). "
+            "For full limits, grade as root on a machine with cgroup v1's memory and pids "
+            "controllers, or from a process whose own cgroup v2 folder this account may write "
+            "and whose cgroup.subtree_control enables memory and pids (see docs/GRADING.md, "
+            "The sandbox).")
+
+
+TREE_POLL_SECONDS = 0.1
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,6 +581,8 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     try:
         _limit(policy)
         _drop_privileges()
+        new_session_keyring()
+        install_seccomp(keep_sigchld=cgroup is None)
     except BaseException as err:  # noqa: BLE001
         os.write(2, f"sandbox: {err}\n".encode())
         os._exit(71)
@@ -578,6 +685,8 @@ def _enter_root(policy: Policy) -> None:
     # locked new root: bind the tree onto itself (its mounts inside stay locked).
     _mount(root, root, None, MS_BIND | MS_REC)
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # The kernel's list of keys is not per namespace: it would name the grader's keys.
+    _mount(root + "/dev/null", root + "/proc/keys", None, MS_BIND)
     _check(_syscall("pivot_root", root.encode(), (root + "/.old-root").encode()), "pivot_root")
     os.chdir("/")
     _check(_libc.umount2(b"/.old-root", MNT_DETACH), "umount the old root")
@@ -621,6 +730,104 @@ def _drop_privileges() -> None:
     header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
     data = (_CapData * 2)()
     _check(_syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+# --------------------------------------------------------------------------------------------
+# The seccomp filter: system calls a notebook never needs
+
+# Denied with EPERM: key management, io_uring, userfaultfd, bpf, perf events, tracing and
+# reading other processes' memory, mounting, kexec, kernel modules, entering or making
+# namespaces. Numbers by architecture (the calls added since Linux 5.0 share theirs).
+_SHARED_DENIED = {"open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+                  "fsmount": 432, "fspick": 433, "mount_setattr": 442, "open_tree_attr": 467,
+                  "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
+_DENIED = {
+    "x86_64": {"keyctl": 250, "add_key": 248, "request_key": 249, "userfaultfd": 323,
+               "bpf": 321, "perf_event_open": 298, "ptrace": 101, "process_vm_readv": 310,
+               "process_vm_writev": 311, "mount": 165, "umount2": 166, "pivot_root": 155,
+               "kexec_load": 246, "kexec_file_load": 320, "init_module": 175,
+               "finit_module": 313, "delete_module": 176, "unshare": 272, "setns": 308,
+               **_SHARED_DENIED},
+    "aarch64": {"keyctl": 219, "add_key": 217, "request_key": 218, "userfaultfd": 282,
+                "bpf": 280, "perf_event_open": 241, "ptrace": 117, "process_vm_readv": 270,
+                "process_vm_writev": 271, "mount": 40, "umount2": 39, "pivot_root": 41,
+                "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
+                "finit_module": 273, "delete_module": 106, "unshare": 97, "setns": 268,
+                **_SHARED_DENIED},
+}
+_CLONE = {"x86_64": 56, "aarch64": 220}
+_CLONE3 = 435
+_RT_SIGACTION = {"x86_64": 13, "aarch64": 134}
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_X32_BIT = 0x40000000
+# Every CLONE_NEW* flag that clone() takes (CLONE_NEWTIME shares its bit with the exit signal
+# there, and is taken by clone3 and unshare only, both denied).
+CLONE_NEW_FLAGS = 0x02000000 | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER \
+    | CLONE_NEWPID | CLONE_NEWNET
+SIGCHLD = 17  # the same number on x86_64 and aarch64
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+_RET_ALLOW, _RET_ERRNO, _RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def seccomp_program(machine: str, keep_sigchld: bool = False) -> list[tuple[int, int, int, int]]:
+    """The filter's BPF instructions (code, jt, jf, k) for `machine`. With `keep_sigchld`, a
+    notebook may not change SIGCHLD's action either (ignored, its children would be reaped
+    unseen, and their CPU time with them: only counted that way without a cgroup)."""
+    low = 0 if sys.byteorder == "little" else 4  # the low half of a 64-bit argument
+
+    def arg(n: int, high: bool = False) -> int:
+        return 16 + 8 * n + (4 - low if high else low)
+
+    eperm, enosys = _RET_ERRNO | errno.EPERM, _RET_ERRNO | errno.ENOSYS
+    prog = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, _AUDIT_ARCH[machine]),  # another ABI: killed
+            (_RET, 0, 0, _RET_KILL_PROCESS), (_LD_ABS, 0, 0, 0)]
+    if machine == "x86_64":  # the x32 ABI's numbers
+        prog += [(_JGE, 0, 1, _X32_BIT), (_RET, 0, 0, eperm)]
+    for number in sorted(set(_DENIED[machine].values())):
+        prog += [(_JEQ, 0, 1, number), (_RET, 0, 0, eperm)]
+    # clone3 passes its flags in memory, out of the filter's sight: ENOSYS makes the C library
+    # fall back to clone, whose flags it sees.
+    prog += [(_JEQ, 0, 1, _CLONE3), (_RET, 0, 0, enosys)]
+    if keep_sigchld:  # rt_sigaction(SIGCHLD, act != NULL, ...)
+        prog += [(_JEQ, 0, 7, _RT_SIGACTION[machine]), (_LD_ABS, 0, 0, arg(0)),
+                 (_JEQ, 0, 5, SIGCHLD), (_LD_ABS, 0, 0, arg(1)), (_JEQ, 0, 2, 0),
+                 (_LD_ABS, 0, 0, arg(1, high=True)), (_JEQ, 1, 0, 0), (_RET, 0, 0, eperm),
+                 (_LD_ABS, 0, 0, 0)]
+    prog += [(_JEQ, 0, 3, _CLONE[machine]), (_LD_ABS, 0, 0, arg(0)),
+             (_JSET, 0, 1, CLONE_NEW_FLAGS), (_RET, 0, 0, eperm), (_RET, 0, 0, _RET_ALLOW)]
+    return prog
+
+
+def install_seccomp(keep_sigchld: bool = False) -> None:
+    """Load the filter into this process (needs no_new_privs); inherited by every thread and
+    child it makes, and never lifted."""
+    machine = platform.machine()
+    if machine not in _DENIED:
+        raise SandboxError(f"no seccomp filter for {machine}")
+    prog = seccomp_program(machine, keep_sigchld)
+    filters = (_SockFilter * len(prog))(*[_SockFilter(*ins) for ins in prog])
+    fprog = _SockFprog(len(prog), filters)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0),
+           "seccomp filter")
+
+
+def new_session_keyring() -> None:
+    """Join a new, empty, anonymous session keyring (none of the grader's keys in reach)."""
+    KEYCTL_JOIN_SESSION_KEYRING = 1
+    if _syscall("keyctl", KEYCTL_JOIN_SESSION_KEYRING, None) == -1:
+        err = ctypes.get_errno()
+        if err != errno.ENOSYS:  # a kernel without keys: nothing to keep out of reach
+            raise SandboxError(f"a new session keyring: {os.strerror(err)}")
 
 
 if __name__ == "__main__":  # `make setup`: one line that all is ready, or a note
