@@ -29,7 +29,6 @@ from autograder.executor import (ESCAPE_COST_BYTES, MAX_OUTPUT_ESCAPES,  # noqa:
 from autograder.feedback import (MARKDOWN_CELL_WORK, MARKDOWN_NOTEBOOK_WORK,  # noqa: E402
                                  FeedbackHTMLExporter, markdown_work)
 
-REPO = Path(__file__).resolve().parents[1]
 A = fixture_course.LESSON_A
 COLOURS = "\x1b[31mX\x1b[0m"
 AS_TEXT = 'class="markdown-as-text"'
