@@ -59,6 +59,7 @@ c.GenerateFeedback.exporter_class = "autograder.feedback.FeedbackHTMLExporter"
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.preprocessors = ["autograder.feedback.CleanNotebook"]
 c.HTMLExporter.filters = {"clean_html": "autograder.feedback.clean_html",
-                          "markdown2html": "autograder.feedback.markdown_to_clean_html"}
+                          "markdown2html": "autograder.feedback.markdown_to_clean_html",
+                          "strip_files_prefix": "autograder.feedback.strip_files_prefix"}
 
 c.Exchange.assignment_dir = COURSE_ROOT

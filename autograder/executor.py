@@ -61,6 +61,15 @@ MAX_KEPT_OUTPUT_BYTES = 16 << 20
 # grader's memory grow with the number of outputs too (so at most about 2,000 are kept; a
 # lesson has under 40).
 OUTPUT_COST_BYTES = 8 << 10
+# Terminal colour codes (ANSI escape sequences) become HTML in the feedback page, and nbconvert's
+# converter copies the rest of an output's text at each one (quadratic). An output keeps them
+# while it has at most MAX_OUTPUT_ESCAPES and their number times its length is at most
+# ESCAPE_WORK (a colourful traceback has a few hundred in 10 KB); otherwise all are removed,
+# with a note. Each kept one counts ESCAPE_COST_BYTES of the budget (the HTML it becomes).
+MAX_OUTPUT_ESCAPES = 2000
+ESCAPE_WORK = 1 << 24
+ESCAPE_COST_BYTES = 256
+_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]?)?")
 CHECKS_STOPPED_ENAME = "ChecksStopped"  # the run stopped while the scenarios ran its answers
 _STOP_ENAMES = {"timeout": (TIMEOUT_ENAME,), "oom": ("MemoryError",), "died": (DEAD_ENAME,)}
 GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
@@ -524,12 +533,22 @@ def _text(value: Any, limit: int = 4_000_000) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
+def _output_texts(output: dict) -> list[str]:
+    """The texts of a cleaned output that the feedback page shows through its ANSI converter."""
+    if output["output_type"] == "stream":
+        return [output["text"]]
+    if output["output_type"] == "error":
+        return [output["evalue"], *output["traceback"]]
+    return [output["data"].get("text/plain", "")]
+
+
 def _output_bytes(output: dict) -> int:
-    if output.get("output_type") == "stream":
-        return len(output.get("text", ""))
-    if output.get("output_type") == "error":
-        return len(output.get("evalue", "")) + sum(map(len, output.get("traceback", [])))
-    return sum(len(v) for v in output.get("data", {}).values())
+    escapes = sum(text.count("\x1b") for text in _output_texts(output))
+    if output["output_type"] in ("stream", "error"):
+        size = sum(map(len, _output_texts(output)))
+    else:
+        size = sum(len(v) for v in output["data"].values())
+    return size + ESCAPE_COST_BYTES * escapes
 
 
 def _within(outputs: list[dict], left: int) -> tuple[list[dict], int]:
@@ -546,26 +565,51 @@ def _within(outputs: list[dict], left: int) -> tuple[list[dict], int]:
             "output_type": "stream", "name": "stdout",
             "text": f"[output cut: the grader keeps {MAX_KEPT_OUTPUT_BYTES >> 20} MiB of a "
                     f"notebook's output, each of its outputs counted as at least "
-                    f"{OUTPUT_COST_BYTES >> 10} KiB]\n"})
+                    f"{OUTPUT_COST_BYTES >> 10} KiB and each colour code as "
+                    f"{ESCAPE_COST_BYTES} bytes]\n"})
     return kept, left
+
+
+def _without_escapes(output: dict) -> dict:
+    """`output` with its colour codes removed, and a note, when it holds more than an output
+    may keep (see MAX_OUTPUT_ESCAPES)."""
+    texts = _output_texts(output)
+    count = sum(text.count("\x1b") for text in texts)
+    length = max(1, sum(map(len, texts)))
+    if count <= MAX_OUTPUT_ESCAPES and count * length <= ESCAPE_WORK:
+        return output
+    note = (f"[{count} terminal colour codes (ANSI escape sequences) removed from this output: "
+            f"the grader keeps at most {min(MAX_OUTPUT_ESCAPES, ESCAPE_WORK // length)} in an "
+            f"output of its length]")
+    if output["output_type"] == "stream":
+        text = _ESCAPE.sub("", output["text"])
+        output["text"] = text + ("" if text.endswith("\n") or not text else "\n") + note + "\n"
+    elif output["output_type"] == "error":
+        output["evalue"] = _ESCAPE.sub("", output["evalue"])
+        output["traceback"] = [_ESCAPE.sub("", line) for line in output["traceback"]] + [note]
+    else:
+        output["data"]["text/plain"] = _ESCAPE.sub("", output["data"]["text/plain"]) + \
+            "\n" + note
+    return output
 
 
 def _clean_output(output: Any) -> dict | None:
     """An output of a notebook as the grader keeps it: only inert content (plain text and
-    raster images; HTML, SVG, JavaScript and Markdown outputs keep their plain-text form)."""
+    raster images; HTML, SVG, JavaScript and Markdown outputs keep their plain-text form),
+    and colour codes only as many as the feedback page can afford."""
     if not isinstance(output, dict):
         return None
     kind = output.get("output_type")
     if kind == "stream":
         name = output.get("name")
-        return {"output_type": "stream", "name": name if name in ("stdout", "stderr")
-                else "stdout", "text": _text(output.get("text"))}
+        return _without_escapes({"output_type": "stream", "name": name if name in (
+            "stdout", "stderr") else "stdout", "text": _text(output.get("text"))})
     if kind == "error":
         trace = output.get("traceback")
-        return {"output_type": "error", "ename": _text(output.get("ename"), 200),
-                "evalue": _text(output.get("evalue"), 20_000),
-                "traceback": [_text(t, 20_000) for t in trace[:200]]
-                if isinstance(trace, list) else []}
+        return _without_escapes({"output_type": "error", "ename": _text(output.get("ename"), 200),
+                                 "evalue": _text(output.get("evalue"), 20_000),
+                                 "traceback": [_text(t, 20_000) for t in trace[:200]]
+                                 if isinstance(trace, list) else []})
     if kind in ("display_data", "execute_result"):
         raw = output.get("data") if isinstance(output.get("data"), dict) else {}
         data = {}
@@ -582,7 +626,7 @@ def _clean_output(output: Any) -> dict | None:
         if kind == "execute_result":
             count = output.get("execution_count")
             cleaned["execution_count"] = count if isinstance(count, int) else None
-        return cleaned
+        return _without_escapes(cleaned) if "text/plain" in data else cleaned
     return None
 
 

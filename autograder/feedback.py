@@ -205,13 +205,38 @@ _CLEANER = bleach.sanitizer.Cleaner(
 )
 
 
+class _Clean(str):
+    """HTML this module made safe: cleaned, its files/ links already resolved."""
+
+
 def clean_html(fragment) -> str:
     """`fragment` with only harmless HTML left: elements outside the allow-list are shown as
     text (`<script>` and `<style>` are dropped with their content), attributes outside it (every
     `on...=` handler among them) removed, links only to http(s) and mail, pictures only
     embedded ones."""
+    if isinstance(fragment, _Clean):  # the templates clean rendered markdown a second time
+        return fragment
     text = fragment.decode("utf-8", "replace") if isinstance(fragment, bytes) else str(fragment)
     return _CLEANER.clean(_DROPPED.sub("", text))
+
+
+# nbconvert's strip_files_prefix, its markdown link's caption and location bounded: its lazy
+# `.*?` searched the rest of the line from every `[` (minutes for a long line of them).
+_FILES_URL = re.compile(r"(src|href)\=(['\"]?)/?files/")
+_MARKDOWN_FILES_URL = re.compile(r"(!?)\[([^\[\]\n]{0,2000})\]\(/?files/([^)\[\n]{0,2000})\)")
+
+
+def strip_files_prefix(text) -> str:
+    """Links to `files/...` (Jupyter's old URLs) made relative, in linear time; HTML this module
+    made safe is left as it is (its prefixes were stripped before it was cleaned: stripping
+    after cleaning could turn `files/javascript:...` into a `javascript:` link)."""
+    if isinstance(text, _Clean):
+        return text
+    return _MARKDOWN_FILES_URL.sub(r"\1[\2](\3)", _FILES_URL.sub(r"\1=\2", str(text)))
+
+
+def _clean_markdown_html(rendered: str) -> _Clean:
+    return _Clean(clean_html(strip_files_prefix(rendered)))
 
 
 # Output types that are programs for the browser, not something to show.
@@ -264,11 +289,52 @@ class CleanNotebook(Preprocessor):
         return clean_notebook(nb), resources
 
 
+# --------------------------------------------------------------------------------------------
+# What rendering markdown may cost the grader
+
+# The work of rendering a markdown cell (nbconvert's mistune, then the sanitiser), estimated
+# from its text before anything renders it, in units of about a microsecond of a 2020s core.
+# A lesson's markdown cell is under 10,000 and a lesson under 60,000; a cell over the first
+# limit, and the cells after a notebook has spent the second, are shown as plain text.
+MARKDOWN_CELL_WORK = 1_000_000
+MARKDOWN_NOTEBOOK_WORK = 2_000_000
+
+
+def markdown_work(source: str) -> int:
+    """The estimated work of rendering `source`: its size, and the constructs whose cost
+    grows faster than their size (benchmarks/feedback_cost.py measures them): elements
+    side by side (lines, headings, table cells) and open raw-HTML tags cost the sanitiser
+    their number squared, and each `\\begin{` makes mistune search the rest of the text for
+    its `\\end{`."""
+    size, lines = len(source), source.count("\n")
+    blocks = lines + source.count("#") + source.count("|")
+    tags = source.count("<")
+    return (2 * size + 20 * lines + 10 * source.count(">") + 20 * source.count("[")
+            + 5 * (source.count("`") + source.count("*") + source.count("_"))
+            + blocks * blocks // 100 + tags * tags // 20
+            + source.count("\\begin") * size // 100)
+
+
+def markdown_as_text(source: str, why: str) -> str:
+    """`source` shown escaped as plain text, after a note that says `why`."""
+    return _Clean(f'<div class="markdown-as-text"><p><em>This cell\'s markdown is shown as '
+                  f"plain text: {html.escape(why)}</em></p><pre>{html.escape(source)}</pre></div>")
+
+
+def _too_costly(work: int) -> str:
+    return (f"rendering it would cost the grader too much (an estimated {work:,} units of "
+            f"work, over the {MARKDOWN_CELL_WORK:,} a cell may take).")
+
+
 def markdown_to_clean_html(source: str) -> str:
-    """Markdown rendered by nbconvert, then cleaned (a filter for the formgrader's pages)."""
+    """Markdown rendered by nbconvert, then cleaned (a filter for the formgrader's pages);
+    plain text when it would cost more than a cell may."""
     from nbconvert.filters.markdown import markdown2html_mistune
 
-    return clean_html(markdown2html_mistune(source))
+    work = markdown_work(source)
+    if work > MARKDOWN_CELL_WORK:
+        return markdown_as_text(source, _too_costly(work))
+    return _clean_markdown_html(markdown2html_mistune(source))
 
 
 # --------------------------------------------------------------------------------------------
@@ -444,12 +510,23 @@ class FeedbackHTMLExporter(HTMLExporter):
 
     _markdown: dict = {}
     _markdown_bytes = 0
+    # What is left of the notebook's markdown work (see MARKDOWN_NOTEBOOK_WORK); every cell
+    # counts, rendered or found in the cache, so that the same notebook always renders alike.
+    _work_left = MARKDOWN_NOTEBOOK_WORK
 
     @contextfilter
     def markdown2html(self, context, source):
+        work = markdown_work(source)
+        if work > MARKDOWN_CELL_WORK:
+            return markdown_as_text(source, _too_costly(work))
+        self._work_left -= work
+        if self._work_left < 0:
+            return markdown_as_text(source, (
+                f"the notebook's markdown before it used up the work its rendering may take "
+                f"({MARKDOWN_NOTEBOOK_WORK:,} units, estimated from each cell's text)."))
         cell = context.get("cell", {})
         if cell.get("attachments"):
-            return clean_html(super().markdown2html(context, source))
+            return _clean_markdown_html(super().markdown2html(context, source))
         # The notebook's folder matters only to embed images it links to: otherwise the same
         # markdown (the lesson's, in every student's notebook) renders once per worker.
         path = context.get("resources", {}).get("metadata", {}).get("path", "") \
@@ -457,7 +534,7 @@ class FeedbackHTMLExporter(HTMLExporter):
         key = (source, path)
         found = self._markdown.get(key)
         if found is None:
-            found = clean_html(super().markdown2html(context, source))
+            found = _clean_markdown_html(super().markdown2html(context, source))
             # Kept only while small: a student's own markdown is unique to their notebook,
             # and the cache lives as long as the worker.
             size = len(source) + len(found)
@@ -469,9 +546,10 @@ class FeedbackHTMLExporter(HTMLExporter):
 
     def _create_environment(self):
         environment = super()._create_environment()
-        # After the configured filters: these two keep a page safe, whatever the config says.
+        # After the configured filters: these keep a page safe, whatever the config says.
         self._register_filter(environment, "clean_html", clean_html)
         self._register_filter(environment, "markdown2html", self.markdown2html)
+        self._register_filter(environment, "strip_files_prefix", strip_files_prefix)
         return environment
 
     def _init_resources(self, resources):
@@ -486,6 +564,7 @@ class FeedbackHTMLExporter(HTMLExporter):
         return clean_notebook(nb), resources
 
     def from_notebook_node(self, nb, resources=None, **kw):
+        self._work_left = MARKDOWN_NOTEBOOK_WORK
         page, resources = super().from_notebook_node(nb, resources, **kw)
         return offline_page(page, has_maths(nb)), resources
 

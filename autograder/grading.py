@@ -18,6 +18,8 @@ import ast
 import contextlib
 import csv
 import fcntl
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -75,6 +77,8 @@ class Report:
     setup_seconds: float = 0.0  # reading and checking the class, before the first notebook
     intake: "Intake | None" = None  # how SUBMISSIONS was read (layout, roster, selection)
     warnings: list[str] = field(default_factory=list)  # e.g. limits weaker than asked
+    # (student, lesson, what): hand-given grades of an earlier notebook, dropped for a new one
+    manual_dropped: list[tuple[str, str, str]] = field(default_factory=list)
 
     def counts(self) -> Counter:
         return Counter(r.status for r in self.results)
@@ -94,6 +98,11 @@ class Report:
             lines.append(f"  {len(self.skipped)} files skipped (see grading.log)")
         if self.intake is not None:
             lines += self.intake.summary_lines()
+        if self.manual_dropped:
+            count = len(self.manual_dropped)
+            lines.append(f"  Manual grades dropped for {count} new submission"
+                         f"{'s' if count != 1 else ''}: they were given to an earlier notebook "
+                         "(see grading.log)")
         lines.append(f"Grades: {self.out / 'grades.csv'}   feedback: {self.out / 'feedback'}   "
                      f"log: {self.out / 'grading.log'}")
         if (self.out / "report.html").is_file():
@@ -356,7 +365,7 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
         results = _roster_rows(results, intake, chosen, specs)
         # Lesson by lesson: a worker then runs a lesson's shared prologue once.
         tasks.sort(key=lambda t: (chosen.index(t["lesson"]), t["student"]))
-        _prepare_course(config, root, results, tasks, out, submissions, in_place)
+        dropped = _prepare_course(config, root, results, tasks, out, submissions, in_place)
         named = {r.student_id for r in results if r.student_id} | {t["student"] for t in tasks}
         record_students(config, student_records(found, intake.roster, named))
 
@@ -392,11 +401,12 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
     report = Report(results=results, seconds=time.monotonic() - started, out=out,
                     skipped=skipped, jobs=workers if engine == "fork" else 1, engine=engine,
                     setup_seconds=prepared - started, intake=intake,
-                    warnings=list(warnings or []))
+                    warnings=list(warnings or []),
+                    manual_dropped=dropped)
     write_grades(out / "grades.csv", results)
     if in_place:
         _remember_graded(root, intake, results, chosen)
-    _write_class_report(out, results, chosen, root, intake, skipped)
+    _write_class_report(out, results, chosen, root, intake, skipped, dropped)
     _write_log(out / "grading.log", report)
     if echo:
         echo(report.summary())
@@ -498,14 +508,75 @@ def _timestamp_file(submission: Submission) -> str | None:
         else None
 
 
+# In the course's autograded/ folder: the digest of the notebook whose grades the gradebook
+# holds, per student and lesson (hand-given grades belong to that notebook only).
+NOTEBOOKS_FILE = ".autograder-notebooks.json"
+
+
+def notebook_digest(path: str | os.PathLike) -> str:
+    """sha256 of a regular file's bytes (never read through a symbolic link)."""
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_notebooks(path: Path) -> dict[str, dict[str, str]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")).get("notebooks", {})
+        return {str(student): {str(lesson): str(digest) for lesson, digest in lessons.items()}
+                for student, lessons in data.items() if isinstance(lessons, dict)}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _write_notebooks(path: Path, notebooks: dict[str, dict[str, str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps({"version": 1, "notebooks": notebooks}, indent=0,
+                                    sort_keys=True), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def drop_manual_grades(gb, student: str, lesson: str) -> list[str]:
+    """Clear the points, extra credit and comments given by hand to `student`'s `lesson` in
+    the gradebook `gb`; return what was cleared, described."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        submission = gb.find_submission(lesson, student)
+    except MissingEntry:
+        return []
+    dropped = []
+    for notebook in submission.notebooks:
+        for grade in notebook.grades:
+            if grade.manual_score is not None:
+                dropped.append(f"{grade.name} {grade.manual_score:g} points")
+            if grade.extra_credit:
+                dropped.append(f"{grade.name} {grade.extra_credit:g} extra credit")
+            grade.manual_score, grade.extra_credit = None, None
+        for comment in notebook.comments:
+            if comment.manual_comment:
+                dropped.append(f"{comment.name} comment "
+                               f"\"{one_line(comment.manual_comment, 120)}\"")
+            comment.manual_comment = None
+    gb.db.commit()
+    return dropped
+
+
 def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict],
-                    out: Path, submissions: Path | None = None, in_place: bool = False) -> None:
+                    out: Path, submissions: Path | None = None,
+                    in_place: bool = False) -> list[tuple[str, str, str]]:
     """Students in the gradebook; the files to grade in submitted/; stale grades removed.
 
     A lesson a student has no notebook for in this batch ("missing") is left alone: an
     earlier submission, its grades (manual ones too) and files stay. An invalid submission
-    replaces the earlier one. Nothing in SUBMISSIONS is removed or written: graded in place
-    (the course's submitted/), submitted/ is left as it is."""
+    replaces the earlier one. A notebook other than the one graded before loses the grades
+    given to that one by hand; the same notebook graded again keeps them. Nothing in
+    SUBMISSIONS is removed or written: graded in place (the course's submitted/), submitted/
+    is left as it is. Returns (student, lesson, what) for each submission's dropped grades."""
     from nbgrader.api import MissingEntry
 
     def untouchable(path: Path) -> bool:
@@ -513,6 +584,19 @@ def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict]
                                             or _within(submissions, path))
 
     course = coursedir(config)
+    # Which notebook the gradebook's grades were given to: nbgrader's copy in submitted/
+    # (what it graded last) while it is there to be replaced, else this grader's record.
+    record_path = root / "autograded" / NOTEBOOKS_FILE
+    record = _read_notebooks(record_path)
+    before, now = {}, {}
+    for task in tasks:
+        key = (task["student"], task["lesson"])
+        now[key] = notebook_digest(task["path"])
+        before[key] = record.get(key[0], {}).get(key[1])
+        copy = Path(course.format_path(course.submitted_directory, *key)) / f"{key[1]}.ipynb"
+        if not in_place and not untouchable(copy.parent):
+            with contextlib.suppress(OSError):
+                before[key] = notebook_digest(copy)
     named = [r for r in results if r.student_id and r.lesson and safe_student_id(r.student_id)]
     replaced = [(r.student_id, r.lesson) for r in named if r.status != "missing"]
     replaced += [(t["student"], t["lesson"]) for t in tasks]
@@ -545,11 +629,23 @@ def _prepare_course(config, root: Path, results: list[Result], tasks: list[dict]
                     gb.remove_submission(result.lesson, result.student_id)
             except MissingEntry:
                 pass
+        dropped = []
+        for task in tasks:
+            key = (task["student"], task["lesson"])
+            what = drop_manual_grades(gb, *key) if before[key] != now[key] else []
+            if what:
+                dropped.append((*key, ", ".join(what)))
+                task["notes"] = [*task.get("notes", []),
+                                 "Manual grades given to an earlier submission were dropped "
+                                 "(this is another notebook): " + ", ".join(what) + "."]
+            record.setdefault(key[0], {})[key[1]] = now[key]
+    _write_notebooks(record_path, record)
     for result in results:
         if result.lesson and result.student_id:
             write_notice(out / "feedback" / result.student_id / f"{result.lesson}.html",
                          student=result.student_id, lesson=result.lesson, status=result.status,
                          reason=result.reason, score=result.score, max_score=result.max_score)
+    return dropped
 
 
 # --------------------------------------------------------------------------------------------
@@ -637,7 +733,8 @@ def _roster_rows(results: list[Result], intake: Intake, chosen: list[str],
 
 
 def _write_class_report(out: Path, results: list[Result], chosen: list[str], root: Path,
-                        intake: Intake, skipped: list[str]) -> None:
+                        intake: Intake, skipped: list[str],
+                        manual_dropped: list[tuple[str, str, str]] = ()) -> None:
     """OUT/report.html and OUT/items.csv (a failure there is logged, never fatal)."""
     from autograder.report import checks_of, gradebook_cell_grades, write_report
 
@@ -647,7 +744,8 @@ def _write_class_report(out: Path, results: list[Result], chosen: list[str], roo
                                       [r for r in results if r.lesson not in with_checks])
         note = f"Read as: {intake.read_as}." if intake.read_as else ""
         write_report(out, results, lessons=chosen, cell_grades=cells,
-                     roster=intake.roster_report, note=note)
+                     roster=intake.roster_report, note=note,
+                     manual_dropped=list(manual_dropped))
     except Exception as err:  # noqa: BLE001 (grades and feedback are written already)
         skipped.append(one_line(f"report.html: not written ({type(err).__name__}: {err})"))
 
@@ -670,6 +768,10 @@ def _write_log(path: Path, report: Report) -> None:
              f"{report.setup_seconds:.1f} s of {report.seconds:.1f} s.", ""]
     if report.skipped:
         lines += ["Skipped files:", *[f"  {one_line(item)}" for item in report.skipped], ""]
+    if report.manual_dropped:
+        lines += ["Manual grades dropped (given to an earlier notebook than the one graded now):",
+                  *[f"  {one_line(student)} / {lesson}: manual grades dropped: {one_line(what)}"
+                    for student, lesson, what in report.manual_dropped], ""]
     for result in report.results:
         lines.append(f"== {one_line(result.student_id) or '?'} / {result.lesson or '?'}: "
                      f"{result.status}, "

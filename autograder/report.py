@@ -397,9 +397,11 @@ def student_table(rows: list[dict], lessons: list[str]) -> str:
 
 def write_report(out: Path, results, *, lessons: list[str] | None = None,
                  cell_grades: list[dict] | None = None, roster=None,
-                 title: str = "Class report", note: str = "") -> Path:
+                 title: str = "Class report", note: str = "",
+                 manual_dropped: list[tuple[str, str, str]] | None = None) -> Path:
     """Write OUT/report.html and OUT/items.csv for `results`; return the page's path.
-    `roster`: an autograder.submissions.RosterReport, or None."""
+    `roster`: an autograder.submissions.RosterReport, or None; `manual_dropped`: (student,
+    lesson, what) for hand-given grades dropped because another notebook was graded."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results = list(results)
@@ -520,6 +522,12 @@ def write_report(out: Path, results, *, lessons: list[str] | None = None,
 
     parts.append("<h2 id=\"students\">Students</h2>")
     parts.append(student_table(rows, lesson_names))
+    if manual_dropped:
+        parts.append("<h2 id=\"manual-dropped\">Manual grades dropped</h2>")
+        parts.append("<p>These students handed in another notebook than the one graded by hand "
+                     "before; the grades given to that one were dropped:</p>")
+        parts.append(_table(["student", "lesson", "dropped"],
+                            [list(entry) for entry in manual_dropped]))
 
     stray = [row for row in rows if not row["student_id"]]
     if stray:
