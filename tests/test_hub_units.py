@@ -14,12 +14,12 @@ import pytest
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
+from autograder.exchange import SafeCollect
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
 from coursehub import settings as class_settings  # noqa: E402
 from coursehub import singleuser, state, students  # noqa: E402
-from coursehub.exchange import OwnerCheckedCollect  # noqa: E402
 from coursehub.settings import ConfigError  # noqa: E402
 
 LESSON = "01_leaf_and_intermediate"
@@ -137,7 +137,9 @@ def test_student_and_instructor_configs(tmp_path, monkeypatch):
     assert student.Execute.timeout == 60
     instructor = _load(COURSE_ROOT / "hub" / "jupyter" / "instructor" / "nbgrader_config.py")
     assert instructor.CourseDirectory.root == "/the/course"
-    assert instructor.ExchangeFactory.collect == "coursehub.exchange.OwnerCheckedCollect"
+    assert instructor.ExchangeFactory.collect == "autograder.exchange.SafeCollect"
+    assert instructor.ExchangeFactory.release_feedback == \
+        "autograder.exchange.SafeReleaseFeedback"
 
 
 def test_students_get_no_instructor_panels():
@@ -235,6 +237,7 @@ def _submission(folder: Path, student: str, stamp: str, text: str) -> Path:
     path.mkdir(parents=True)
     (path / f"{LESSON}.ipynb").write_text(text)
     (path / "timestamp.txt").write_text(f"2026-11-0{stamp} 10:00:00.000000 UTC")
+    (path / "submission_secret.txt").write_text(f"secret {student} {stamp}")
     return path
 
 
@@ -266,7 +269,7 @@ def test_per_student_inbound_refuses_a_submission_filed_under_another_name(tmp_p
     # bob files a newer submission under ada's name, in the folder the hub gave him.
     _submission(inbound / "bob", "ada", "2", "bob pretending to be ada")
     _submission(inbound / "bob", "bob", "1", "bob's own work")
-    _collect(course, tmp_path, OwnerCheckedCollect, inbound_layout="per-student")
+    _collect(course, tmp_path, SafeCollect, inbound_layout="per-student")
     assert _collected(course, "ada") == "ada's own work"
     assert _collected(course, "bob") == "bob's own work"
 
@@ -288,6 +291,6 @@ def test_flat_inbound_refuses_a_folder_owned_by_someone_else(tmp_path):
     _collect(stock, tmp_path, ExchangeCollect)
     assert _collected(stock, "root") == "nobody pretending to be root"
     # ...the class hub's does not.
-    _collect(course, tmp_path, OwnerCheckedCollect)
+    _collect(course, tmp_path, SafeCollect)
     assert _collected(course, "root") is None
     assert _collected(course, "nobody") == "nobody's own work"

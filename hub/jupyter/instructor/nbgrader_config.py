@@ -10,5 +10,7 @@ if not os.path.isfile(COURSE_CONFIG):
     raise FileNotFoundError(f"the class's course folder has no nbgrader_config.py: {COURSE_CONFIG}")
 load_subconfig(COURSE_CONFIG)  # noqa: F821
 
-# Collect leaves out a submission filed under another student's name (hub/lib/coursehub/exchange.py).
-c.ExchangeFactory.collect = "coursehub.exchange.OwnerCheckedCollect"
+# The course's own Collect and Release Feedback (autograder/exchange.py), whatever the course
+# folder's configuration says.
+c.ExchangeFactory.collect = "autograder.exchange.SafeCollect"
+c.ExchangeFactory.release_feedback = "autograder.exchange.SafeReleaseFeedback"
