@@ -189,6 +189,47 @@ def test_hide_repository_leaves_only_what_servers_need(tmp_path):
     assert stat.S_IMODE((repo / "solutions").stat().st_mode) == 0o750
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="creates an account (root only)")
+def test_what_is_made_in_the_repository_later_stays_hidden():
+    """`python -m autograder demo --build-only` after the hub started, under umask 022: its
+    solutions stay unreadable to a student's account; what servers need stays readable."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    repo = Path(tempfile.mkdtemp(prefix="hidden-repo-", dir="/tmp"))
+    student = f"aghide{os.getpid() % 100000}"
+    try:
+        repo.chmod(0o755)
+        (repo / "autograder").mkdir(mode=0o755)
+        (repo / "autograder" / "__init__.py").write_text("public")
+        (repo / "autograder" / "__init__.py").chmod(0o644)
+        _, warnings = state.hide_repository(repo)
+        if any("keeps no default ACL" in w for w in warnings):
+            pytest.skip(f"this file system keeps no default ACL: {warnings}")
+        assert not warnings
+        old = os.umask(0o022)
+        try:
+            (repo / "demo" / "solutions" / LESSON).mkdir(parents=True)
+            (repo / "demo" / "solutions" / LESSON / f"{LESSON}.ipynb").write_text("answers")
+            (repo / "gradebook.db").write_text("grades")
+        finally:
+            os.umask(old)
+        subprocess.run(["useradd", "--no-create-home", student], check=True, capture_output=True)
+
+        def read(path: Path) -> bool:
+            return subprocess.run(["runuser", "-u", student, "--", "cat", str(path)], cwd="/",
+                                  capture_output=True).returncode == 0
+
+        assert not read(repo / "demo" / "solutions" / LESSON / f"{LESSON}.ipynb")
+        assert not read(repo / "gradebook.db")
+        assert read(repo / "autograder" / "__init__.py")
+        assert state.hide_repository(repo) == ([], [])
+    finally:
+        subprocess.run(["userdel", student], capture_output=True)
+        shutil.rmtree(repo, ignore_errors=True)
+
+
 def test_hide_repository_keeps_a_state_folder_inside_it_reachable(tmp_path):
     repo = tmp_path / "repo"
     (repo / "class" / "state").mkdir(parents=True)
