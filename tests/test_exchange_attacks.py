@@ -239,3 +239,46 @@ def test_release_feedback_serves_every_student_it_can(accounts, collected):
     log = done.stdout + done.stderr
     assert "Feedback not released for aaa-from-the-lms" in log
     assert "no submission_secret.txt" in log
+
+
+def test_collect_reads_no_more_than_its_bounds(tmp_path):
+    """Too many files, too large a file, too much in all: refused, named; the rest collected
+    (the per-student layout, so that no account is needed)."""
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    from autograder.exchange import SafeCollect
+
+    inbound = tmp_path / "exchange" / COURSE_ID / "inbound"
+    files = {"honest": {f"{LESSON}.ipynb": 900},
+             "many": {f"f{i}.txt": 1 for i in range(10)},
+             "large": {f"{LESSON}.ipynb": 1001},
+             "heavy": {f"{LESSON}.ipynb": 900, "data.bin": 900}}
+    for student, content in files.items():
+        folder = inbound / student / f"{student}+{LESSON}+{_now_text()}+x"
+        folder.mkdir(parents=True)
+        (folder / "submission_secret.txt").write_text("s")
+        for name, size in content.items():
+            (folder / name).write_text(student[0] * size)
+    config = Config()
+    config.CourseDirectory.root = str(tmp_path / "course")
+    config.CourseDirectory.course_id = COURSE_ID
+    config.CourseDirectory.assignment_id = LESSON
+    config.CourseDirectory.db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    config.Exchange.root = str(tmp_path / "exchange")
+    config.SafeCollect.inbound_layout = "per-student"
+    config.SafeCollect.max_entries = 8
+    config.SafeCollect.max_file_bytes = 1000
+    config.SafeCollect.max_total_bytes = 1500
+    collect = SafeCollect(coursedir=CourseDirectory(config=config),
+                          authenticator=Authenticator(config=config), config=config)
+    collect.start()
+    submitted = tmp_path / "course" / "submitted"
+    assert (submitted / "honest" / LESSON / f"{LESSON}.ipynb").read_text() == "h" * 900
+    assert sorted(p.name for p in submitted.iterdir()) == ["honest"]
+    why = {student: [m for m in collect.refused if f"{student}'s submission" in m]
+           for student in ("many", "large", "heavy")}
+    assert "more than 8 files and folders" in why["many"][0]
+    assert "larger than 1000 bytes" in why["large"][0]
+    assert "larger than 1500 bytes together" in why["heavy"][0]
