@@ -292,7 +292,6 @@ class SafeCollect(ExchangeCollect):
             if self.inbound_layout == "flat":
                 places = [(inbound, "", None)]
             else:
-                self.check_owner = False  # every pod runs as one uid
                 places = []
                 for name in sorted(os.listdir(inbound)):
                     if fnmatch.fnmatchcase(name, student_id):
@@ -302,7 +301,12 @@ class SafeCollect(ExchangeCollect):
                             self._refuse(name, name, str(err))
             records = []
             for fd, prefix, filed_by in places:
-                for name in sorted(os.listdir(fd)):
+                try:
+                    names = sorted(os.listdir(fd))
+                except OSError as err:
+                    self._refuse(filed_by or "?", prefix or self.inbound_path, str(err))
+                    names = []
+                for name in names:
                     if fnmatch.fnmatchcase(name, pattern):
                         record = self._candidate(fd, prefix, name, filed_by)
                         if record is not None:
@@ -342,8 +346,9 @@ class SafeCollect(ExchangeCollect):
             if "submission_secret.txt" not in found.files:
                 raise Refused("it has no submission_secret.txt, which nbgrader's submit writes "
                               "(without it the student's feedback cannot be returned)")
-        except (Refused, OSError) as err:
-            self._refuse(student, shown, str(err))
+        except Exception as err:  # noqa: BLE001 (one submission never stops the others)
+            self._refuse(student, shown, str(err) if isinstance(err, (Refused, OSError))
+                         else f"{type(err).__name__}: {err}")
             return None
         trusted = min(datetime.datetime.fromtimestamp(found.ctime, datetime.timezone.utc),
                       self.collected_at)
@@ -363,8 +368,10 @@ class SafeCollect(ExchangeCollect):
                 try:
                     self._collect(record)
                     break
-                except (Refused, OSError) as err:
-                    self._refuse(record["username"], record["filename"], str(err))
+                except Exception as err:  # noqa: BLE001 (one submission never stops the others)
+                    self._refuse(record["username"], record["filename"],
+                                 str(err) if isinstance(err, (Refused, OSError))
+                                 else f"{type(err).__name__}: {err}")
             else:
                 self.log.error("Nothing collected for %s: no submission of theirs could be taken "
                                "(see above)", printable(choices[0]["username"]))
@@ -469,7 +476,7 @@ class SafeReleaseFeedback(ExchangeReleaseFeedback):
             try:
                 self._release(html_file, student, notebook)
                 released += 1
-            except (Refused, OSError) as err:
+            except Exception as err:  # noqa: BLE001 (one student never stops the others)
                 message = one_line(
                     f"Feedback not released for {printable(student)} "
                     f"({self.coursedir.assignment_id}/{printable(notebook)}): {err}. "
