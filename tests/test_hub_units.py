@@ -142,6 +142,33 @@ def test_student_and_instructor_configs(tmp_path, monkeypatch):
         "autograder.exchange.SafeReleaseFeedback"
 
 
+@pytest.mark.parametrize("lesson", [LESSON, "07_hooks_in_practice"])
+def test_the_formgraders_generate_makes_what_make_release_makes(tmp_path, lesson):
+    """Generate in an instructor's formgrader (nbgrader's generate_assignment with the hub's
+    instructor configuration) in a class's course folder writes, byte for byte, the lesson that
+    `make release` committed to notebooks/: navigation, points, Run All past an exercise."""
+    import shutil
+    import subprocess
+
+    settings = class_settings.load(write_class(
+        tmp_path, '[hub]\nstate_dir = "s"\n[accounts]\nadmins = ["a"]\n'))
+    course = settings.course_dir
+    course.mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(state.course_config_text(settings))
+    shutil.copytree(COURSE_ROOT / "solutions", course / "solutions",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    env = {**os.environ, "COURSE_ROOT": str(course),
+           "JUPYTER_CONFIG_PATH": str(COURSE_ROOT / "hub" / "jupyter" / "instructor"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", lesson,
+                           "--log-level=WARN"], cwd=course, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    generated = course / "notebooks" / lesson / f"{lesson}.ipynb"
+    committed = COURSE_ROOT / "notebooks" / lesson / f"{lesson}.ipynb"
+    assert generated.read_bytes() == committed.read_bytes()
+
+
 def test_students_get_no_instructor_panels():
     import json
 
@@ -261,6 +288,24 @@ def test_students_enter_the_gradebook_once(tmp_path):
     assert stat.S_IMODE(database.stat().st_mode) == 0o660  # every instructor writes it
     with Gradebook(f"sqlite:///{database}", "autograd-hooks") as gradebook:
         assert {s.id for s in gradebook.students} == {"ada", "bob", "cy"}
+
+
+# --- grading in an instructor's terminal -----------------------------------------------------
+
+def test_the_grading_summary_names_the_formgrader_where_it_is(tmp_path, monkeypatch):
+    """On the hub (a terminal of an instructor's server) the formgrader is a page of the hub,
+    not `make formgrader`; on a machine, the make target, with the course folder if not this."""
+    from autograder.grading import Report
+
+    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+    assert "`make formgrader` opens" in Report([], 1.0, tmp_path).summary()
+    assert f"`make formgrader COURSE={tmp_path}` opens" in \
+        Report([], 1.0, tmp_path, course_root=tmp_path).summary()
+    monkeypatch.setenv("JUPYTERHUB_USER", "teach")
+    monkeypatch.setenv("JUPYTERHUB_BASE_URL", "/")
+    summary = Report([], 1.0, tmp_path, course_root=tmp_path).summary()
+    assert "make formgrader" not in summary
+    assert "Gradebook: the formgrader shows it at /hub/user-redirect/formgrader." in summary
 
 
 # --- collect: a submission filed under another name -----------------------------------------

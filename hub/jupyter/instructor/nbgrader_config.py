@@ -3,6 +3,10 @@ nbgrader_config.py holds the course's settings, the exchange and the gradebook).
 
 import os
 
+from nbgrader.converters import GenerateAssignment
+
+from autograder.release import CourseRelease
+
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
 COURSE_CONFIG = os.path.join(os.environ["COURSE_ROOT"], "nbgrader_config.py")
@@ -14,3 +18,7 @@ load_subconfig(COURSE_CONFIG)  # noqa: F821
 # folder's configuration says.
 c.ExchangeFactory.collect = "autograder.exchange.SafeCollect"
 c.ExchangeFactory.release_feedback = "autograder.exchange.SafeReleaseFeedback"
+# The formgrader's Generate makes the lessons `make release` makes (navigation, points in the
+# headings, Run All past an unanswered exercise): the course's release step comes last.
+c.GenerateAssignment.preprocessors = [
+    *GenerateAssignment.class_traits()["preprocessors"].default(), CourseRelease]
