@@ -63,3 +63,9 @@ c.HTMLExporter.filters = {"clean_html": "autograder.feedback.clean_html",
                           "strip_files_prefix": "autograder.feedback.strip_files_prefix"}
 
 c.Exchange.assignment_dir = COURSE_ROOT
+# Collect copies only regular files a student owns, never through a link, bounded, takes the
+# submission's time from the exchange's clock (not the folder's name), and skips (and names) a
+# submission it refuses; Release Feedback goes on past a student it cannot serve
+# (autograder/exchange.py).
+c.ExchangeFactory.collect = "autograder.exchange.SafeCollect"
+c.ExchangeFactory.release_feedback = "autograder.exchange.SafeReleaseFeedback"

@@ -79,11 +79,14 @@ class Report:
     warnings: list[str] = field(default_factory=list)  # e.g. limits weaker than asked
     # (student, lesson, what): hand-given grades of an earlier notebook, dropped for a new one
     manual_dropped: list[tuple[str, str, str]] = field(default_factory=list)
+    course_root: Path = COURSE_ROOT
 
     def counts(self) -> Counter:
         return Counter(r.status for r in self.results)
 
-    def summary(self) -> str:
+    def summary(self, selection: bool = True) -> str:
+        """What the run did, in a few lines; `selection`: with what it chose in submitted/
+        (said already on a terminal, when grading began)."""
         counts = self.counts()
         notebooks = sum(counts[s] for s in ("graded", "invalid", "timeout", "error"))
         students = len({r.student_id for r in self.results if r.student_id})
@@ -97,7 +100,7 @@ class Report:
         if self.skipped:
             lines.append(f"  {len(self.skipped)} files skipped (see grading.log)")
         if self.intake is not None:
-            lines += self.intake.summary_lines()
+            lines += self.intake.summary_lines(selection)
         if self.manual_dropped:
             count = len(self.manual_dropped)
             lines.append(f"  Manual grades dropped for {count} new submission"
@@ -108,8 +111,18 @@ class Report:
         if (self.out / "report.html").is_file():
             lines.append(f"Class report: {self.out / 'report.html'}   items: "
                          f"{self.out / 'items.csv'}")
-        lines.append("Gradebook: `make formgrader` opens nbgrader's formgrader on it.")
+        lines.append(f"Gradebook: {formgrader_hint(self.course_root)}")
         return "\n".join(lines)
+
+
+def formgrader_hint(course_root: Path) -> str:
+    """Where the formgrader shows the gradebook of `course_root`: on the class hub (a terminal
+    of an instructor's server), its page; else the make target."""
+    if os.environ.get("JUPYTERHUB_USER"):
+        base = os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/")
+        return f"the formgrader shows it at {base}/hub/user-redirect/formgrader."
+    course = "" if course_root.resolve() == COURSE_ROOT.resolve() else f" COURSE={course_root}"
+    return f"`make formgrader{course}` opens nbgrader's formgrader on it."
 
 
 @dataclass
@@ -130,9 +143,9 @@ class Intake:
     replace_ids: bool = False  # give the gradebook's records of this run's students its ids
     replaced: dict[str, str] = field(default_factory=dict)  # old id -> this run's
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, selection: bool = True) -> list[str]:
         lines = [f"  Read as: {self.read_as}"] if self.read_as else []
-        if self.selection:
+        if self.selection and selection:
             lines.append(f"  {self.selection}")
         if self.replaced:
             lines.append("  Ids replaced in the gradebook: " + ", ".join(
@@ -402,14 +415,14 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
                     skipped=skipped, jobs=workers if engine == "fork" else 1, engine=engine,
                     setup_seconds=prepared - started, intake=intake,
                     warnings=list(warnings or []),
-                    manual_dropped=dropped)
+                    manual_dropped=dropped, course_root=root)
     write_grades(out / "grades.csv", results)
     if in_place:
         _remember_graded(root, intake, results, chosen)
     _write_class_report(out, results, chosen, root, intake, skipped, dropped)
     _write_log(out / "grading.log", report)
     if echo:
-        echo(report.summary())
+        echo(report.summary(selection=False))  # _take_in said what was selected
     return report
 
 

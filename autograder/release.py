@@ -10,10 +10,14 @@ a student needs to find their way, the same way for every lesson:
 - the points of each exercise in its heading ("### Exercise 2 — ... (3 points)"), from its test
   cell, unless the heading already names them.
 Nothing in a graded or answer cell's source changes, so nbgrader's checksums stay valid.
+
+`CourseRelease` does the same inside nbgrader, as the last step of its generate_assignment: the
+class hub's formgrader adds it, so that its Generate button makes exactly these notebooks.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -51,8 +55,21 @@ class ReleaseError(Exception):
 
 def lessons(root: Path = COURSE_ROOT) -> list[str]:
     """Names of the lessons: the folders of solutions/ that hold a notebook of the same name."""
-    source = root / "solutions"
+    return _lessons_in(root / "solutions")
+
+
+def _lessons_in(source: Path) -> list[str]:
     return sorted(p.name for p in source.iterdir() if (p / f"{p.name}.ipynb").is_file())
+
+
+def lesson_titles(source: Path) -> tuple[list[str], dict[str, tuple[str, str]]]:
+    """The lessons of the instructor notebooks' folder `source`, in order, and each one's
+    (number, title)."""
+    order = _lessons_in(source)
+    titles = {lesson: lesson_title(json.loads(
+        (source / lesson / f"{lesson}.ipynb").read_text(encoding="utf-8")), lesson)
+        for lesson in order}
+    return order, titles
 
 
 def nbgrader_command(*args: str) -> list[str]:
@@ -85,10 +102,7 @@ def release(release_dir: Path | None = None, names: list[str] | None = None,
             )
     for leftover in release_dir.glob("*/.ipynb_checkpoints"):
         shutil.rmtree(leftover)
-    order = lessons(root)
-    titles = {lesson: lesson_title(json.loads(
-        (root / "solutions" / lesson / f"{lesson}.ipynb").read_text(encoding="utf-8")), lesson)
-        for lesson in order}
+    order, titles = lesson_titles(root / "solutions")
     for name in names or order:
         finish_lesson(release_dir / name / f"{name}.ipynb", name, order, titles)
     (release_dir / START_PAGE).write_text(RELEASE_START_PAGE, encoding="utf-8")
@@ -206,6 +220,16 @@ def finish_lesson(path: Path, name: str, order: list[str],
     import nbformat
 
     notebook = nbformat.read(path, as_version=4)
+    finish_notebook(notebook, name, order, titles)
+    nbformat.write(notebook, path)
+
+
+def finish_notebook(notebook, name: str, order: list[str],
+                    titles: dict[str, tuple[str, str]]) -> None:
+    """Give the student notebook `notebook` of lesson `name` (an nbformat node, changed in
+    place) navigation, points in its headings and the Run All tags."""
+    import nbformat
+
     cells = [c for c in notebook.cells if NAV_TAG not in c.get("metadata", {}).get("tags", [])]
     answers: dict[str, int] = {}
     for index, cell in enumerate(cells):
@@ -226,4 +250,38 @@ def finish_lesson(path: Path, name: str, order: list[str],
                                      float(meta.get("points", 0)), f"{name}: {answer_id}")
     top, bottom = navigation_cells(name, order, titles)
     notebook.cells = [nbformat.from_dict(top), *cells, nbformat.from_dict(bottom)]
-    nbformat.write(notebook, path)
+
+
+@functools.cache
+def _course_release_class():
+    """nbgrader's preprocessor `CourseRelease`, made on first use (the grader imports this
+    module and need not import nbgrader's preprocessors for it)."""
+    from nbgrader.preprocessors import NbGraderPreprocessor
+
+    class CourseRelease(NbGraderPreprocessor):
+        """The last step of nbgrader's generate_assignment: what `make release` adds to each
+        lesson (finish_notebook), with the lessons of the course's source folder."""
+
+        def preprocess(self, nb, resources):
+            converter = self.parent
+            while converter is not None and not hasattr(converter, "coursedir"):
+                converter = converter.parent
+            if converter is None:
+                raise ReleaseError("CourseRelease runs inside nbgrader's generate_assignment only")
+            course = converter.coursedir
+            source = Path(course.root) / course.source_directory
+            order, titles = lesson_titles(source)
+            name = resources["nbgrader"]["assignment"]
+            if name not in order:
+                raise ReleaseError(f"{name}: not a lesson of {source} (a folder holding "
+                                   f"{name}.ipynb)")
+            finish_notebook(nb, name, order, titles)
+            return nb, resources
+
+    return CourseRelease
+
+
+def __getattr__(name: str):
+    if name == "CourseRelease":
+        return _course_release_class()
+    raise AttributeError(name)

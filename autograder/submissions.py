@@ -451,8 +451,10 @@ def collect(source: Path, lessons: list[str], workdir: Path, exclude: Path | Non
             if path.suffix.lower() == ".ipynb":
                 notebooks.append(path)
                 continue
-            if filename == "timestamp.txt" and len(rel.parts) == 3:
-                continue  # nbgrader's submission time, kept with the notebook
+            if filename in ("timestamp.txt", "timestamp_claimed.txt",
+                            "submission_secret.txt") and len(rel.parts) == 3:
+                continue  # nbgrader's exchange keeps these with the notebook (its time, and
+                # the secret its feedback is filed under)
             match = _BLACKBOARD.match(filename)
             if match and match["receipt"] and not path.is_symlink():
                 receipt = _blackboard_receipt(path)

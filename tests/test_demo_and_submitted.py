@@ -1,8 +1,8 @@
 """The demo apart, and grading the course's own submitted/ (issue 15, item 5): `make demo`
 grades its class in a course folder of its own (demo/course, its own gradebook), never the
 course's gradebook; grading submitted/ grades what is new or changed since the last run and
-says so, regrades what the gradebook lost, and does not list nbgrader's timestamp.txt as
-skipped. Links in submitted/ are not followed there either."""
+says so (once), regrades what the gradebook lost, and does not list nbgrader's timestamp.txt
+or submission_secret.txt as skipped. Links in submitted/ are not followed there either."""
 
 from __future__ import annotations
 
@@ -98,6 +98,7 @@ def test_grading_submitted_grades_what_is_new(course, tmp_path):
     submitted = root / "submitted"
     _write(lessons.correct(A), submitted / "alice" / A / f"{A}.ipynb")
     (submitted / "alice" / A / "timestamp.txt").write_text(STAMP)
+    (submitted / "alice" / A / "submission_secret.txt").write_text("nbgrader's, for feedback")
     broken(submitted / "bob" / A / f"{A}.ipynb")
     broken(submitted / "carol" / B / f"{B}.ipynb")
     # Links inside submitted/: the notebook itself, and a file beside a real notebook.
@@ -114,6 +115,7 @@ def test_grading_submitted_grades_what_is_new(course, tmp_path):
 
     first, said = grade("out1")
     assert "5 notebooks of 5 students new or changed" in said[0] and "--all" in said[0]
+    assert "\n".join(said).count("new or changed") == 1, said  # said once, not again at the end
     assert first[("alice", A)]["status"] == "graded" and first[("alice", A)]["score"] == "3"
     assert first[("bob", A)]["status"] == "invalid"
     assert first[("carol", B)]["status"] == "invalid"
@@ -122,6 +124,8 @@ def test_grading_submitted_grades_what_is_new(course, tmp_path):
     assert not [key for key, row in first.items() if row["status"] == "missing"]
     log = (tmp_path / "out1" / "grading.log").read_text()
     assert "timestamp.txt" not in log  # used (the submission's time), not skipped
+    assert "submission_secret.txt" not in log  # nbgrader's own, not skipped
+    assert "new or changed" in log  # the log has the whole summary
     autograded = root / "autograded" / "alice" / A / f"{A}.ipynb"
     graded_at = autograded.stat().st_mtime_ns
 

@@ -14,12 +14,12 @@ import pytest
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
+from autograder.exchange import SafeCollect
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
 from coursehub import settings as class_settings  # noqa: E402
 from coursehub import singleuser, state, students  # noqa: E402
-from coursehub.exchange import OwnerCheckedCollect  # noqa: E402
 from coursehub.settings import ConfigError  # noqa: E402
 
 LESSON = "01_leaf_and_intermediate"
@@ -137,7 +137,36 @@ def test_student_and_instructor_configs(tmp_path, monkeypatch):
     assert student.Execute.timeout == 60
     instructor = _load(COURSE_ROOT / "hub" / "jupyter" / "instructor" / "nbgrader_config.py")
     assert instructor.CourseDirectory.root == "/the/course"
-    assert instructor.ExchangeFactory.collect == "coursehub.exchange.OwnerCheckedCollect"
+    assert instructor.ExchangeFactory.collect == "autograder.exchange.SafeCollect"
+    assert instructor.ExchangeFactory.release_feedback == \
+        "autograder.exchange.SafeReleaseFeedback"
+
+
+@pytest.mark.parametrize("lesson", [LESSON, "07_hooks_in_practice"])
+def test_the_formgraders_generate_makes_what_make_release_makes(tmp_path, lesson):
+    """Generate in an instructor's formgrader (nbgrader's generate_assignment with the hub's
+    instructor configuration) in a class's course folder writes, byte for byte, the lesson that
+    `make release` committed to notebooks/: navigation, points, Run All past an exercise."""
+    import shutil
+    import subprocess
+
+    settings = class_settings.load(write_class(
+        tmp_path, '[hub]\nstate_dir = "s"\n[accounts]\nadmins = ["a"]\n'))
+    course = settings.course_dir
+    course.mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(state.course_config_text(settings))
+    shutil.copytree(COURSE_ROOT / "solutions", course / "solutions",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    env = {**os.environ, "COURSE_ROOT": str(course),
+           "JUPYTER_CONFIG_PATH": str(COURSE_ROOT / "hub" / "jupyter" / "instructor"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", lesson,
+                           "--log-level=WARN"], cwd=course, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    generated = course / "notebooks" / lesson / f"{lesson}.ipynb"
+    committed = COURSE_ROOT / "notebooks" / lesson / f"{lesson}.ipynb"
+    assert generated.read_bytes() == committed.read_bytes()
 
 
 def test_students_get_no_instructor_panels():
@@ -187,6 +216,47 @@ def test_hide_repository_leaves_only_what_servers_need(tmp_path):
     assert stat.S_IMODE((repo / "solutions").stat().st_mode) == 0o750
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="creates an account (root only)")
+def test_what_is_made_in_the_repository_later_stays_hidden():
+    """`python -m autograder demo --build-only` after the hub started, under umask 022: its
+    solutions stay unreadable to a student's account; what servers need stays readable."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    repo = Path(tempfile.mkdtemp(prefix="hidden-repo-", dir="/tmp"))
+    student = f"aghide{os.getpid() % 100000}"
+    try:
+        repo.chmod(0o755)
+        (repo / "autograder").mkdir(mode=0o755)
+        (repo / "autograder" / "__init__.py").write_text("public")
+        (repo / "autograder" / "__init__.py").chmod(0o644)
+        _, warnings = state.hide_repository(repo)
+        if any("keeps no default ACL" in w for w in warnings):
+            pytest.skip(f"this file system keeps no default ACL: {warnings}")
+        assert not warnings
+        old = os.umask(0o022)
+        try:
+            (repo / "demo" / "solutions" / LESSON).mkdir(parents=True)
+            (repo / "demo" / "solutions" / LESSON / f"{LESSON}.ipynb").write_text("answers")
+            (repo / "gradebook.db").write_text("grades")
+        finally:
+            os.umask(old)
+        subprocess.run(["useradd", "--no-create-home", student], check=True, capture_output=True)
+
+        def read(path: Path) -> bool:
+            return subprocess.run(["runuser", "-u", student, "--", "cat", str(path)], cwd="/",
+                                  capture_output=True).returncode == 0
+
+        assert not read(repo / "demo" / "solutions" / LESSON / f"{LESSON}.ipynb")
+        assert not read(repo / "gradebook.db")
+        assert read(repo / "autograder" / "__init__.py")
+        assert state.hide_repository(repo) == ([], [])
+    finally:
+        subprocess.run(["userdel", student], capture_output=True)
+        shutil.rmtree(repo, ignore_errors=True)
+
+
 def test_hide_repository_keeps_a_state_folder_inside_it_reachable(tmp_path):
     repo = tmp_path / "repo"
     (repo / "class" / "state").mkdir(parents=True)
@@ -220,6 +290,24 @@ def test_students_enter_the_gradebook_once(tmp_path):
         assert {s.id for s in gradebook.students} == {"ada", "bob", "cy"}
 
 
+# --- grading in an instructor's terminal -----------------------------------------------------
+
+def test_the_grading_summary_names_the_formgrader_where_it_is(tmp_path, monkeypatch):
+    """On the hub (a terminal of an instructor's server) the formgrader is a page of the hub,
+    not `make formgrader`; on a machine, the make target, with the course folder if not this."""
+    from autograder.grading import Report
+
+    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+    assert "`make formgrader` opens" in Report([], 1.0, tmp_path).summary()
+    assert f"`make formgrader COURSE={tmp_path}` opens" in \
+        Report([], 1.0, tmp_path, course_root=tmp_path).summary()
+    monkeypatch.setenv("JUPYTERHUB_USER", "teach")
+    monkeypatch.setenv("JUPYTERHUB_BASE_URL", "/")
+    summary = Report([], 1.0, tmp_path, course_root=tmp_path).summary()
+    assert "make formgrader" not in summary
+    assert "Gradebook: the formgrader shows it at /hub/user-redirect/formgrader." in summary
+
+
 # --- collect: a submission filed under another name -----------------------------------------
 
 def _exchange(tmp_path: Path) -> tuple[Path, Path]:
@@ -235,6 +323,7 @@ def _submission(folder: Path, student: str, stamp: str, text: str) -> Path:
     path.mkdir(parents=True)
     (path / f"{LESSON}.ipynb").write_text(text)
     (path / "timestamp.txt").write_text(f"2026-11-0{stamp} 10:00:00.000000 UTC")
+    (path / "submission_secret.txt").write_text(f"secret {student} {stamp}")
     return path
 
 
@@ -266,7 +355,7 @@ def test_per_student_inbound_refuses_a_submission_filed_under_another_name(tmp_p
     # bob files a newer submission under ada's name, in the folder the hub gave him.
     _submission(inbound / "bob", "ada", "2", "bob pretending to be ada")
     _submission(inbound / "bob", "bob", "1", "bob's own work")
-    _collect(course, tmp_path, OwnerCheckedCollect, inbound_layout="per-student")
+    _collect(course, tmp_path, SafeCollect, inbound_layout="per-student")
     assert _collected(course, "ada") == "ada's own work"
     assert _collected(course, "bob") == "bob's own work"
 
@@ -288,6 +377,6 @@ def test_flat_inbound_refuses_a_folder_owned_by_someone_else(tmp_path):
     _collect(stock, tmp_path, ExchangeCollect)
     assert _collected(stock, "root") == "nobody pretending to be root"
     # ...the class hub's does not.
-    _collect(course, tmp_path, OwnerCheckedCollect)
+    _collect(course, tmp_path, SafeCollect)
     assert _collected(course, "root") is None
     assert _collected(course, "nobody") == "nobody's own work"

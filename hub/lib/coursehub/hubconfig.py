@@ -103,6 +103,11 @@ def make_pre_spawn_hook(settings: ClassSettings):
 
     async def pre_spawn_hook(spawner) -> None:
         name = spawner.user.name
+        if settings.hide_repository:  # again: what was made since, on a file system without ACLs
+            changed, _ = state.hide_repository(REPO_ROOT, keep=(settings.state_dir,))
+            if changed:
+                spawner.log.warning("Made unreadable to other accounts: %s",
+                                    ", ".join(p.name for p in changed))
         try:
             account = state.ensure_account(settings, name)
         except state.StateError as err:

@@ -22,6 +22,7 @@ import os
 import pwd
 import shutil
 import stat
+import struct
 import subprocess
 from pathlib import Path
 
@@ -236,16 +237,52 @@ def ensure_account(settings: ClassSettings, name: str) -> pwd.struct_passwd:
 # --------------------------------------------------------------------------------------------
 # The repository
 
+# A default ACL (the kernel's xattr form): owner rwx, group r-x, others nothing. Whatever is
+# made in a folder that has it gets these rights at most, whatever the umask of its maker, and
+# a folder made there carries it on.
+_ACL_DEFAULT = "system.posix_acl_default"
+_ACL_VERSION, _UNDEFINED_ID = 2, 0xFFFFFFFF
+_ACL_USER_OBJ, _ACL_GROUP_OBJ, _ACL_OTHER = 0x01, 0x04, 0x20
+NOTHING_FOR_OTHERS = struct.pack("<I", _ACL_VERSION) + b"".join(
+    struct.pack("<HHI", tag, perm, _UNDEFINED_ID)
+    for tag, perm in ((_ACL_USER_OBJ, 7), (_ACL_GROUP_OBJ, 5), (_ACL_OTHER, 0)))
+
+
+def keep_new_entries_hidden(folder: Path) -> str | None:
+    """Give `folder` the default ACL NOTHING_FOR_OTHERS; a warning if its file system cannot."""
+    try:
+        if os.getxattr(folder, _ACL_DEFAULT) == NOTHING_FOR_OTHERS:
+            return None
+    except OSError:
+        pass
+    try:
+        os.setxattr(folder, _ACL_DEFAULT, NOTHING_FOR_OTHERS)
+    except OSError as err:
+        return (f"the file system of {folder} keeps no default ACL ({err.strerror}): "
+                "a folder made in it later (`python -m autograder demo`, grading output) is "
+                "readable by students until the next server starts or `make hub` runs again")
+    return None
+
+
 def hide_repository(repo: Path = REPO_ROOT,
                     keep: tuple[Path, ...] = ()) -> tuple[list[Path], list[str]]:
     """Make every top-level entry of `repo` except STUDENT_READABLE (and those holding a path
     in `keep`, such as a state folder) unreadable to other accounts (mode o-rwx; git does not
-    record it). Returns the entries changed and warnings."""
+    record it), and whatever is made in `repo` later too (keep_new_entries_hidden). Returns the
+    entries changed and warnings."""
     changed, warnings = [], []
+    warning = keep_new_entries_hidden(repo)
+    if warning:
+        warnings.append(warning)
     kept = {Path(path).resolve().relative_to(repo.resolve()).parts[0] for path in keep
             if Path(path).resolve().is_relative_to(repo.resolve())}
     for entry in sorted(repo.iterdir()):
-        if entry.name in STUDENT_READABLE or entry.name in kept or entry.is_symlink():
+        if entry.name in STUDENT_READABLE and not entry.is_symlink():
+            if not entry.stat().st_mode & (0o005 if entry.is_dir() else 0o004):
+                warnings.append(f"students' servers cannot read {entry} (made after the "
+                                f"repository was hidden?): run `chmod -R o+rX {entry}`")
+            continue
+        if entry.name in kept or entry.is_symlink():
             continue
         mode = entry.stat().st_mode
         if mode & 0o007:
