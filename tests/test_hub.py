@@ -347,9 +347,10 @@ def validated_then_submit(page) -> str:
 def start_page_rows(page, reload: tuple | None = None) -> dict[str, str]:
     """The start page's lesson rows by number ("01": the row's text); `reload`: (hub, name) to
     open it afresh first."""
-    if reload:
+    if reload:  # JupyterLab loaded again reads the open start page afresh from the server
         hub, name = reload
-        page.goto(f"{hub.url}/user/{name}/lab/tree/{START_PAGE}")
+        reload_lab(page, hub, name)
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=START_PAGE).first.click()
     table = page.locator(".jp-RenderedMarkdown table").first
     table.wait_for(timeout=120_000)
     assert "start here" in page.locator(".jp-RenderedMarkdown h1").first.inner_text()
