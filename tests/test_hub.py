@@ -42,6 +42,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.hub]
 
 LESSON = "01_leaf_and_intermediate"
 NOTEBOOK = f"{LESSON}/{LESSON}.ipynb"
+LAST_LESSON = "07_hooks_in_practice"
+START_PAGE = "START-HERE.md"
 PASSWORD = "lesson-01-leaf-tensors"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "hub"
 DOC_IMAGES = REPO_ROOT / "docs" / "images"
@@ -260,6 +262,8 @@ def reload_lab(page, hub: ClassHub, name: str):
 
 def assignment_list(page):
     lab_page.menu(page, "Nbgrader", "Assignment List")
+    # In front, even when JupyterLab was still opening the start page of its URL.
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Assignments").first.click()
     page.locator("#released_assignments_list_loading").wait_for(state="hidden")
     return page
 
@@ -288,9 +292,9 @@ def solution_sources() -> dict[str, str]:
             for cell in answer_cells(solution)}
 
 
-def lesson_points() -> dict[str, float]:
+def lesson_points(lesson: str = LESSON) -> dict[str, float]:
     """Points of each exercise's test cell, by its answer cell's grade id."""
-    notebook = nbformat.read(REPO_ROOT / "notebooks" / NOTEBOOK, as_version=4)
+    notebook = nbformat.read(REPO_ROOT / "notebooks" / lesson / f"{lesson}.ipynb", as_version=4)
     points, answer = {}, None
     for cell in notebook.cells:
         meta = grading(cell)
@@ -330,12 +334,66 @@ def validated_then_submit(page) -> str:
     dialog = page.locator(".jp-Dialog")
     dialog.get_by_text(re.compile(r"Success!|failed|error", re.I)).first.wait_for(timeout=300_000)
     message = dialog.inner_text()
+    if "Validate ran this notebook" in message:
+        screenshot(page, "student-validate-summary", doc_image="hub-validate-summary.png")
     dialog.get_by_role("button", name="Ok").click()
     assignment_list(page)
     page.locator("#fetched_assignments_list .list_item", has_text=LESSON).first \
         .get_by_role("button", name="Submit").click()
     page.locator("#submitted_assignments_list .list_item", has_text=LESSON).first.wait_for()
     return message
+
+
+def start_page_rows(page, reload: tuple | None = None) -> dict[str, str]:
+    """The start page's lesson rows by number ("01": the row's text); `reload`: (hub, name) to
+    open it afresh first."""
+    if reload:  # JupyterLab loaded again reads the open start page afresh from the server
+        hub, name = reload
+        reload_lab(page, hub, name)
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=START_PAGE).first.click()
+    table = page.locator(".jp-RenderedMarkdown table").first
+    table.wait_for(timeout=120_000)
+    assert "start here" in page.locator(".jp-RenderedMarkdown h1").first.inner_text()
+    rows = {}
+    for row in table.locator("tbody tr").all():
+        cells = row.locator("td").all_inner_texts()
+        rows[cells[0].strip()] = " | ".join(c.strip() for c in cells)
+    return rows
+
+
+def run_all_of_a_fresh_lesson(page, hub: ClassHub, student: str, lesson: str) -> None:
+    """Fetch `lesson`, open it, Run All: every code cell runs, and only the test cells (each
+    saying its exercise is not answered yet) have an error; the notebook is saved."""
+    assignment_list(page)
+    page.locator("#released_assignments_list .list_item", has_text=lesson) \
+        .get_by_role("button", name="Fetch").click()
+    page.locator("#fetched_assignments_list .list_item", has_text=lesson).first.wait_for()
+    path = hub.settings.home(student) / lesson / f"{lesson}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    page.goto(f"{hub.url}/user/{student}/lab/tree/{lesson}/{lesson}.ipynb")
+    page.wait_for_function(f"() => document.querySelectorAll('.jp-NotebookPanel:not("
+                           f".lm-mod-hidden) .jp-Notebook .jp-Cell').length == "
+                           f"{len(notebook.cells)}", timeout=120_000)
+    lab_page.wait_for_kernel_idle(page, timeout=120_000)
+    cells = lab_page.cells(page)
+    last_code = max(i for i, c in enumerate(notebook.cells) if c.cell_type == "code")
+    before = lab_page.execution_count(cells.nth(last_code))
+    lab_page.menu(page, "Run", "Run All Cells")
+    lab_page.wait_for_run(page, cells.nth(last_code), before, "the last code cell",
+                          timeout=600)
+    page.keyboard.press("Escape")
+    page.keyboard.press("ControlOrMeta+s")
+    wait_until(lambda: nbformat.read(path, as_version=4).cells[last_code].execution_count,
+               "saved run")
+    saved = nbformat.read(path, as_version=4)
+    not_run = [i for i, c in enumerate(saved.cells) if c.cell_type == "code"
+               and not c.execution_count]
+    assert not not_run, f"cells {not_run} of {lesson} did not run"
+    failing = [i for i, c in enumerate(saved.cells)
+               if any(o.output_type == "error" for o in c.get("outputs", []))]
+    assert failing == [i for i, c in enumerate(saved.cells) if grading(c).get("grade")]
+    from coursekit.progress import exercise_results
+    assert {r.status for r in exercise_results(saved)} == {"unanswered"}
 
 
 def run_in_terminal(page, command: str) -> None:
@@ -455,7 +513,8 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     page = log_in(new_context(), hub, ann)  # not approved yet: refused, and told why
     assert f"User {ann} has not been authorized" in page.locator(".login_error").inner_text()
     page.context.close()
-    admin = log_in(new_context(), hub, hub.admin, next_url="/hub/authorize")
+    # The administrator lands on the sign-ups to approve.
+    admin = log_in(new_context(), hub, hub.admin)
     admin.wait_for_url(re.compile(r"/hub/authorize$"))
     for name in (hub.instructor, *hub.students):
         link = admin.locator(f"a[href='/hub/authorize/{name}']")
@@ -473,13 +532,22 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
         logins[student] = log_in(new_context(), hub, student)
     pages = {name: open_lab_after_login(page, name) for name, page in logins.items()}
     teacher = pages[hub.instructor]
+    # Students land on the course's start page: every lesson, none released yet.
+    for student in hub.students:
+        rows = start_page_rows(pages[student])
+        assert len(rows) == 7 and all("not released yet" in row for row in rows.values()), rows
     assert page_menu_items(teacher, "Nbgrader") >= {"Formgrader", "Assignment List"}
     grader = teacher_context.new_page()
     grader.goto(f"{hub.url}/hub/user-redirect/formgrader")
     assert "Successfully created the student version" in \
         formgrader_action(grader, LESSON, "assign")
     assert "Successfully released" in formgrader_action(grader, LESSON, "release")
-    assert (hub.settings.exchange_dir / hub.settings.course_id / "outbound" / NOTEBOOK).is_file()
+    # Generate made what `make release` makes (navigation, points, Run All past an exercise).
+    outbound = hub.settings.exchange_dir / hub.settings.course_id / "outbound"
+    assert (outbound / NOTEBOOK).read_bytes() == (REPO_ROOT / "notebooks" / NOTEBOOK).read_bytes()
+    assert "Successfully created the student version" in \
+        formgrader_action(grader, LAST_LESSON, "assign")
+    assert "Successfully released" in formgrader_action(grader, LAST_LESSON, "release")
     timings["release"] = time.monotonic()
 
     # 4. Each student fetches, answers and validates (both validations run together), then
@@ -488,6 +556,10 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     for student, page in student_pages.items():
         # A student's JupyterLab: the Assignments list and Validate, no instructor panels.
         assert page_menu_items(page, "Nbgrader") == {"Assignment List"}
+        # The start page, opened again, says what is released and to fetch it.
+        rows = start_page_rows(page, reload=(hub, student))
+        assert "released: Fetch it" in rows["01"] and "released: Fetch it" in rows["07"], rows
+        assert "not released yet" in rows["02"], rows
         response = page.context.request.get(f"{hub.url}/user/{student}/formgrader")
         assert response.status == 404, "a student's server serves the formgrader"
         fetch_answer_and_validate(page, hub, student, answers[student])
@@ -495,11 +567,21 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
         message = validated_then_submit(page)
         if student == ann:
             assert VALIDATE_SUCCESS in message, message
-        else:
-            assert VALIDATE_SUCCESS not in message and re.search(r"failed|error", message, re.I)
+        else:  # Validate sums up, as with `make lab`: the exercises that pass, and the points.
+            assert VALIDATE_SUCCESS not in message, message
+            assert "Validate ran this notebook from the top in a fresh kernel" in message, message
+            assert re.search(r"Result: \d+ of \d+ exercises pass \(\d+ of \d+ points\)\.",
+                             message), message
     assignment_list(student_pages[ann])
     screenshot(student_pages[ann], "student-assignments-submitted")
     timings["submit"] = time.monotonic()
+
+    # Ann fetches lesson 07: Run All goes past every unanswered exercise to the last cell.
+    run_all_of_a_fresh_lesson(student_pages[ann], hub, ann, LAST_LESSON)
+    rows = start_page_rows(student_pages[ann], reload=(hub, ann))
+    assert re.search(r"0 of \d+ exercises pass", rows["07"]), rows
+    screenshot(student_pages[ann], "student-start-page", doc_image="hub-start-page.png")
+    timings["run all"] = time.monotonic()
 
     # Each server runs as its own account with the class's memory limit, its home is its own,
     # and no student reads another's files, the course folder or the exchange's submissions.
@@ -558,8 +640,9 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
         row = grader.locator("#main-table tr", has=grader.locator(
             "td.id", has_text=re.compile(rf"^\s*{re.escape(student)}\s*$")))
         row.wait_for()
+        # Of every lesson in the gradebook: lesson 07, released, was not submitted.
         assert row.locator("td.score").inner_text().strip() == \
-            f"{expected[student]:g} / {full:g}"
+            f"{expected[student]:g} / {full + sum(lesson_points(LAST_LESSON).values()):g}"
     screenshot(grader, "instructor-formgrader-students")
 
     # 7. Each student fetches and opens their feedback: the score they see is the grade.

@@ -26,7 +26,9 @@ def test_an_idle_server_is_stopped_and_its_home_stays(browser):
         context = browser.new_context(viewport=lab_page.VIEWPORT)
         context.set_default_timeout(60_000)
         try:
-            open_lab_after_login(log_in(context, hub, hub.admin), hub.admin)
+            # An administrator lands on the sign-ups; /hub/spawn starts their server.
+            open_lab_after_login(log_in(context, hub, hub.admin, next_url="/hub/spawn"),
+                                 hub.admin)
         finally:
             context.close()  # nobody uses the server any more
         assert user_processes(hub.admin)

@@ -161,11 +161,25 @@ def _spawner(name: str, groups: list[str]):
         cpu_guarantee=None, cpu_limit=None, mem_guarantee=None, mem_limit=None)
 
 
-def _pre_spawn_hook():
+def _extra_config() -> Config:
     config = Config()
     code = values()["hub"]["extraConfig"]["course"]
     exec(compile(code, "hub.extraConfig.course", "exec"), {"c": config})
-    return config.KubeSpawner.pre_spawn_hook
+    return config
+
+
+def _pre_spawn_hook():
+    return _extra_config().KubeSpawner.pre_spawn_hook
+
+
+def test_extra_config_sends_administrators_to_the_sign_ups():
+    landing = _extra_config().JupyterHub.default_url
+
+    def handler(admin):
+        return types.SimpleNamespace(current_user=types.SimpleNamespace(admin=admin),
+                                     hub=types.SimpleNamespace(base_url="/hub/"))
+
+    assert landing(handler(True)) == "/hub/authorize" and landing(handler(False)) == ""
 
 
 def test_extra_config_gives_each_role_its_volumes():
@@ -173,6 +187,7 @@ def test_extra_config_gives_each_role_its_volumes():
     student = _spawner("ada", [])
     hook(student)
     assert student.environment["COURSE_ROLE"] == "student"
+    assert student.default_url == "/lab/tree/START-HERE.md"  # the start page
     mounts = {m["mountPath"]: m for m in student.volume_mounts}
     base = "/srv/exchange/autograd-hooks"
     assert set(mounts) == {f"{base}/outbound", f"{base}/feedback", f"{base}/inbound"}
@@ -281,8 +296,9 @@ def test_dockerfile_steps_run_as_a_script(tmp_path):
                             "print(coursekit.__file__)"], capture_output=True, text=True,
                            cwd=tmp_path)
     assert found.returncode == 0 and str(prefix) in found.stdout, found.stderr
-    for path in ("nbgrader_config.py", "hub/lib/coursehub/singleuser.py",
-                 "hub/jupyter/student/nbgrader_config.py",
+    for path in ("nbgrader_config.py", "README.md", "hub/lib/coursehub/singleuser.py",
+                 "hub/jupyter/student/nbgrader_config.py", "jupyter/student/nbgrader_config.py",
+                 "jupyter/student/labextensions/coursekit-start-page/static/remoteEntry.js",
                  "hub/jupyter/student/labconfig/page_config.json",
                  "hub/jupyter/instructor/nbgrader_config.py"):
         assert (prefix / path).is_file(), path

@@ -135,6 +135,10 @@ def test_student_and_instructor_configs(tmp_path, monkeypatch):
     assert student.IgnorePattern.pattern == _load(COURSE_ROOT / "nbgrader_config.py") \
         .IgnorePattern.pattern
     assert student.Execute.timeout == 60
+    # Validate sums up the exercises and points, as with `make lab`.
+    from coursekit.progress import validation_cell_started, validation_started
+    assert student.Execute.on_notebook_start is validation_started
+    assert student.Execute.on_cell_start is validation_cell_started
     instructor = _load(COURSE_ROOT / "hub" / "jupyter" / "instructor" / "nbgrader_config.py")
     assert instructor.CourseDirectory.root == "/the/course"
     assert instructor.ExchangeFactory.collect == "autograder.exchange.SafeCollect"
@@ -169,17 +173,17 @@ def test_the_formgraders_generate_makes_what_make_release_makes(tmp_path, lesson
     assert generated.read_bytes() == committed.read_bytes()
 
 
-def test_students_get_no_instructor_panels():
+def test_students_get_no_instructor_panels(monkeypatch):
     import json
 
+    monkeypatch.setenv("COURSE_REPOSITORY", str(COURSE_ROOT))
     page = json.loads((COURSE_ROOT / "hub/jupyter/student/labconfig/page_config.json").read_text())
     disabled = {k for k, v in page["disabledExtensions"].items() if v}
     assert disabled == {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                         "@jupyter/nbgrader:course-list"}
-    server = json.loads((COURSE_ROOT / "hub/jupyter/student/jupyter_server_config.json")
-                        .read_text())["ServerApp"]["jpserver_extensions"]
-    assert server == {"nbgrader.server_extensions.formgrader": False,
-                      "nbgrader.server_extensions.course_list": False}
+    server = _load(COURSE_ROOT / "hub/jupyter/student/jupyter_server_config.py").ServerApp
+    assert server.jpserver_extensions == {"nbgrader.server_extensions.formgrader": False,
+                                          "nbgrader.server_extensions.course_list": False}
 
 
 def test_singleuser_picks_the_roles_configuration():
@@ -193,19 +197,91 @@ def test_singleuser_picks_the_roles_configuration():
         singleuser.environment({"COURSE_ROLE": "admin"})
 
 
+# --- what students and administrators land on ---------------------------------------------------
+
+def _released(outbound: Path, lesson: str) -> None:
+    (outbound / lesson).mkdir(parents=True)
+    (outbound / lesson / f"{lesson}.ipynb").write_bytes(
+        (COURSE_ROOT / "notebooks" / lesson / f"{lesson}.ipynb").read_bytes())
+
+
+def test_the_start_page_lists_the_lessons_what_to_fetch_and_progress(tmp_path):
+    import json
+
+    from coursehub.startpage import StartPageContents, start_page, write_start_page
+
+    home, outbound = tmp_path / "home", tmp_path / "outbound"
+    home.mkdir()
+    for lesson in (LESSON, "02_retain_grad"):
+        _released(outbound, lesson)
+    # The student fetched lesson 01 and passed its first exercise.
+    notebook = json.loads((outbound / LESSON / f"{LESSON}.ipynb").read_text())
+    tests = [c for c in notebook["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    tests[0]["execution_count"] = 1
+    (home / LESSON).mkdir()
+    (home / LESSON / f"{LESSON}.ipynb").write_text(json.dumps(notebook))
+    page = start_page(home, outbound, COURSE_ROOT)
+    rows = {line.split("|")[1].strip(): line for line in page.splitlines()
+            if line.startswith("| 0")}
+    assert list(rows) == ["01", "02", "03", "04", "05", "06", "07"]  # the README's lessons
+    assert f"({LESSON}/{LESSON}.ipynb)" in rows["01"] and "1 of 4 exercises pass" in rows["01"]
+    assert "released: **Fetch** it" in rows["02"] and "](" not in rows["02"]
+    assert "not released yet" in rows["07"]
+    assert "Lesson 01" not in rows["01"] and "Leaf" in rows["01"]  # the title from its heading
+    assert "**Nbgrader ▸ Assignment List**" in page and "`<lesson>/<lesson>.ipynb`" in page
+    assert "make " not in page and "work/" not in page  # nothing of `make lab`'s
+    # Written again only when it changed; the contents manager writes it before it is read.
+    path = write_start_page(home, outbound, COURSE_ROOT)
+    assert path.read_text() == page
+    assert issubclass(StartPageContents, __import__(
+        "jupyter_server.services.contents.largefilemanager",
+        fromlist=["AsyncLargeFileManager"]).AsyncLargeFileManager)
+
+
+def test_the_start_page_is_written_afresh_when_it_is_opened(tmp_path, monkeypatch):
+    import asyncio
+
+    from coursehub.startpage import START_PAGE, StartPageContents
+
+    home, exchange = tmp_path / "home", tmp_path / "exchange"
+    home.mkdir()
+    monkeypatch.setenv("COURSE_EXCHANGE", str(exchange))
+    monkeypatch.setenv("COURSE_ID", "autograd-hooks")
+    monkeypatch.setenv("COURSE_REPOSITORY", str(COURSE_ROOT))
+    contents = StartPageContents(root_dir=str(home))
+    first = asyncio.run(contents.get(START_PAGE))["content"]
+    assert "not released yet" in first and "released: **Fetch** it" not in first
+    _released(exchange / "autograd-hooks" / "outbound", LESSON)  # the instructor releases 01
+    again = asyncio.run(contents.get(START_PAGE))["content"]
+    assert "released: **Fetch** it" in again
+
+
+def test_administrators_land_on_the_sign_ups_and_students_on_their_server():
+    from types import SimpleNamespace
+
+    from coursehub.hubconfig import landing_url
+
+    def handler(admin):
+        return SimpleNamespace(current_user=SimpleNamespace(admin=admin),
+                               hub=SimpleNamespace(base_url="/hub/"))
+
+    assert landing_url(handler(True)) == "/hub/authorize"
+    assert landing_url(handler(False)) == ""
+
+
 # --- the repository, the gradebook --------------------------------------------------------------
 
 def test_hide_repository_leaves_only_what_servers_need(tmp_path):
     repo = tmp_path / "repo"
-    for folder in (".venv/bin", "coursekit", "autograder", "hub", "solutions/01", "tests",
-                   ".git", "demo"):
+    for folder in (".venv/bin", "coursekit", "autograder", "hub", "jupyter", "solutions/01",
+                   "notebooks", "tests", ".git", "demo"):
         (repo / folder).mkdir(parents=True)
     for name in ("nbgrader_config.py", "README.md", "gradebook.db"):
         (repo / name).write_text("x")
     for path in repo.iterdir():
         path.chmod(0o755 if path.is_dir() else 0o644)
     changed, warnings = state.hide_repository(repo)
-    assert {p.name for p in changed} == {"solutions", "tests", ".git", "demo", "README.md",
+    assert {p.name for p in changed} == {"solutions", "notebooks", "tests", ".git", "demo",
                                          "gradebook.db"}
     for path in repo.iterdir():
         others = stat.S_IMODE(path.stat().st_mode) & 0o007

@@ -40,11 +40,13 @@ $PIP install --no-cache-dir $PIP_INSTALL_FLAGS -r "$LOCK"
 #    the lock has them all.
 $PIP install --no-cache-dir --no-deps "$COURSE_SRC"
 
-# 3. The course's nbgrader settings (students' Validate loads them) and the hub's Jupyter
-#    configuration for each role (hub/lib/coursehub/singleuser.py picks one).
-cp "$COURSE_SRC/nbgrader_config.py" "$COURSE_PREFIX/nbgrader_config.py"
-mkdir -p "$COURSE_PREFIX/hub"
+# 3. The course's nbgrader settings and students' Jupyter configuration (students' Validate
+#    loads them), its README (the start page's lessons) and the hub's Jupyter configuration
+#    for each role (hub/lib/coursehub/singleuser.py picks one).
+cp "$COURSE_SRC/nbgrader_config.py" "$COURSE_SRC/README.md" "$COURSE_PREFIX/"
+mkdir -p "$COURSE_PREFIX/hub" "$COURSE_PREFIX/jupyter"
 cp -R "$COURSE_SRC/hub/lib" "$COURSE_SRC/hub/jupyter" "$COURSE_PREFIX/hub/"
+cp -R "$COURSE_SRC/jupyter/student" "$COURSE_PREFIX/jupyter/"
 find "$COURSE_PREFIX/hub" -name __pycache__ -prune -exec rm -rf {} +
 
 # 4. The exchange's mount point: nbgrader checks that its root is writable.

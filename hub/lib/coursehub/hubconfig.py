@@ -15,6 +15,7 @@ from traitlets import Integer
 
 from coursehub import state
 from coursehub.auth import ClassAuthenticator
+from coursehub.startpage import START_PAGE
 from coursehub.settings import (HUB_DIR, PROXY, REPO_ROOT, USERNAME_PATTERN, VENV_BIN,
                                 ClassSettings)
 
@@ -132,6 +133,7 @@ def make_pre_spawn_hook(settings: ClassSettings):
             spawner.notebook_dir = str(settings.course_dir)
         else:
             spawner.notebook_dir = account.pw_dir
+            spawner.default_url = f"/lab/tree/{START_PAGE}"
             if name not in settings.staff:  # in the background: the server need not wait
                 task = asyncio.ensure_future(_add_student(spawner.log, name))
                 background.add(task)
@@ -148,6 +150,13 @@ def make_pre_spawn_hook(settings: ClassSettings):
                       output.decode(errors="replace"))
 
     return pre_spawn_hook
+
+
+def landing_url(handler) -> str:
+    """Where the hub sends a user after login or from its root: an administrator to the
+    sign-ups to approve; others to their server (the hub's default, for '')."""
+    user = handler.current_user
+    return f"{handler.hub.base_url}authorize" if user is not None and user.admin else ""
 
 
 def configure(c, settings: ClassSettings) -> None:
@@ -178,6 +187,8 @@ def configure(c, settings: ClassSettings) -> None:
     # Approval by an administrator is the gate; every approved account may log in.
     c.Authenticator.allow_all = True
     c.Authenticator.username_pattern = USERNAME_PATTERN
+    # Administrators land where they approve sign-ups; everyone else on their own server.
+    c.JupyterHub.default_url = landing_url
 
     # Servers: JupyterLab as each user's own system account, in the course's environment.
     c.JupyterHub.spawner_class = ClassSpawner

@@ -1,7 +1,8 @@
 """A user's server on the class hub: JupyterLab with the student's or the instructor's setup.
 
 The hub starts `python -m coursehub.singleuser` as the user (COURSE_ROLE says which role);
-this picks the role's Jupyter configuration in hub/jupyter/ and runs jupyterhub-singleuser in
+this picks the role's Jupyter configuration in hub/jupyter/, writes a student's start page
+(coursehub.startpage) and runs jupyterhub-singleuser in
 the same process, with jsonschema imported the quick way first (autograder._imports: nbgrader's
 server extensions import nbformat, whose jsonschema would otherwise compile a grammar it never
 uses, seconds of CPU at every server's start).
@@ -32,6 +33,12 @@ def main() -> None:
     env = environment(dict(os.environ))
     os.environ.clear()
     os.environ.update(env)  # before anything of Jupyter's reads it
+    if env.get("COURSE_ROLE", "student") == "student":
+        from coursehub.startpage import write_from_environment
+        try:  # the page JupyterLab opens first
+            write_from_environment(Path.home())
+        except Exception as err:  # noqa: BLE001 (the server starts all the same)
+            print(f"coursehub: the start page was not written: {err}", file=sys.stderr)
     try:
         from autograder import _imports  # noqa: F401
     except ImportError:  # a server without the course's grader: jsonschema as it comes

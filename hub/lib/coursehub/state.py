@@ -29,10 +29,12 @@ from pathlib import Path
 from coursehub.settings import REPO_ROOT, ClassSettings
 
 # What the users' servers need from the repository: the environment, the course's packages,
-# the hub's configuration and the course's nbgrader settings (read by Validate). With
+# the hub's configuration, the course's nbgrader settings and students' Jupyter configuration
+# (read by Validate), and the README (the start page's lessons). With
 # `hide_repository`, every other top-level entry (solutions/ and its hidden tests, tests/,
 # .git, gradebooks, grading output) is made unreadable to other accounts.
-STUDENT_READABLE = (".venv", "coursekit", "autograder", "hub", "nbgrader_config.py")
+STUDENT_READABLE = (".venv", "coursekit", "autograder", "hub", "jupyter", "nbgrader_config.py",
+                    "README.md")
 
 
 class StateError(RuntimeError):

@@ -1,0 +1,135 @@
+"""A hub student's start page, START-HERE.md in their home folder: the course, its lessons in
+order with what each teaches, which are released, where Fetch puts them, and the student's
+progress in each fetched lesson.
+
+The student's server writes it when it starts and whenever it is opened (StartPageContents,
+its contents manager), so it always shows what the exchange and the saved lessons hold now.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+
+from coursekit.lab import course_intro, lesson_title
+from coursekit.progress import exercise_results, summary_line
+
+START_PAGE = "START-HERE.md"
+ASSIGNMENTS = "**Nbgrader ▸ Assignment List**"
+
+
+def _notebook(path: Path) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            notebook = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return notebook if isinstance(notebook, dict) else None
+
+
+def _lessons_in(folder: Path) -> list[str]:
+    try:
+        return [p.name for p in folder.iterdir() if (p / f"{p.name}.ipynb").is_file()]
+    except OSError:
+        return []
+
+
+def _progress(notebook: dict | None) -> str:
+    if notebook is None:
+        return "cannot be read: is it a notebook?"
+    results = exercise_results(notebook)
+    if not results:
+        return "fetched"
+    if all(r.status == "not run" for r in results):
+        return f"not started ({len(results)} exercises)"
+    text = summary_line(results)
+    return f"✓ {text}" if all(r.passed for r in results) else text
+
+
+def start_page(home: Path, outbound: Path, repository: Path) -> str:
+    """The start page in Markdown for the student whose home folder is `home`, with the lessons
+    released in the exchange's `outbound` folder and the course's README in `repository`."""
+    intro, teaches = course_intro(repository)
+    released = set(_lessons_in(outbound))
+    rows = []
+    for name in sorted(released | set(teaches)):
+        copy = home / name / f"{name}.ipynb"
+        notebook = _notebook(copy) if copy.is_file() else None
+        source = notebook or (_notebook(outbound / name / f"{name}.ipynb")
+                              if name in released else None)
+        number, title = lesson_title(source or {}, name)
+        if copy.is_file():
+            lesson, progress = f"[{title}]({name}/{name}.ipynb)", _progress(notebook)
+        elif name in released:
+            lesson, progress = title, "released: **Fetch** it"
+        else:
+            lesson, progress = title, "not released yet"
+        rows.append(f"| {number} | {lesson} | {teaches.get(name, '')} | {progress} |")
+    parts = ["# PyTorch autograd and hooks: start here", ""]
+    if intro:
+        parts += [intro, ""]
+    parts += ["## Lessons", "",
+              "Take them in order; each builds on the ones before. Your instructor releases "
+              f"them. To get a released lesson, open {ASSIGNMENTS} (in the menu bar) and click "
+              "**Fetch** beside it: it is copied into your home folder as "
+              "`<lesson>/<lesson>.ipynb`, and its name below becomes a link to it.", ""]
+    if rows:
+        parts += ["| | Lesson | You will be able to | Your progress |", "|---|---|---|---|",
+                  *rows, ""]
+    else:
+        parts += ["No lesson is released yet.", ""]
+    parts += ["Progress counts the exercises whose test cell passed in your saved notebook; "
+              "this page shows it each time you open it or save a lesson (**Ctrl+S**).", "",
+              "## How to work", "",
+              "1. Open a lesson and run its cells in order from the top: **Shift+Enter** runs "
+              "one cell, **Run ▸ Run All Cells** runs them all.",
+              "2. Each exercise has an answer cell that says `# YOUR CODE HERE`. Put your code "
+              "there, run the cell, then run the test cell under it: it says what passed, or "
+              "what was expected, what your code gave and the likely mistake.",
+              "3. Stuck? Click **Hint 1** above the answer cell (then Hint 2...).",
+              "4. If results stop making sense, start afresh with **Kernel ▸ Restart Kernel and "
+              "Run All Cells**.",
+              "5. **Validate** in the notebook's toolbar runs the whole lesson in a fresh kernel "
+              "and sums up which exercises pass, and the points.",
+              f"6. To hand a lesson in, save it and click **Submit** beside it in {ASSIGNMENTS}. "
+              "You may submit as often as you like; the last submission counts. Once it is "
+              "graded, **Fetch Feedback** there, then **view feedback** opens the folder of "
+              "your feedback page.", ""]
+    return "\n".join(parts)
+
+
+def write_start_page(home: Path, outbound: Path, repository: Path) -> Path:
+    """Write `home`/START-HERE.md (only when it changed); returns its path."""
+    page = home / START_PAGE
+    text = start_page(home, outbound, repository)
+    try:
+        if page.read_text(encoding="utf-8") == text:
+            return page
+    except OSError:
+        pass
+    temporary = page.with_name(f".{START_PAGE}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(page)
+    return page
+
+
+def write_from_environment(home: Path) -> Path:
+    """write_start_page with the exchange and repository the hub names in the environment
+    (COURSE_EXCHANGE, COURSE_ID, COURSE_REPOSITORY)."""
+    outbound = Path(os.environ["COURSE_EXCHANGE"]) / os.environ["COURSE_ID"] / "outbound"
+    return write_start_page(home, outbound, Path(os.environ["COURSE_REPOSITORY"]))
+
+
+class StartPageContents(AsyncLargeFileManager):
+    """Jupyter's contents manager, which writes the start page afresh before it is read."""
+
+    async def get(self, path, content=True, type=None, format=None, **kwargs):
+        if content and path.strip("/") == START_PAGE:
+            try:
+                write_from_environment(Path(self.root_dir))
+            except Exception as err:  # noqa: BLE001 (the page as it was is still worth showing)
+                self.log.warning("coursehub: the start page was not updated: %s", err)
+        return await super().get(path, content=content, type=type, format=format, **kwargs)
