@@ -12,7 +12,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WORK ?= $(CURDIR)/work
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
-.PHONY: setup lab reset lab-solutions formgrader test test-hub release outputs lock clean
+.PHONY: setup lab reset lab-solutions formgrader test test-hub test-dask release outputs lock clean
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date); notes for instructors when the grader's sandbox cannot run here
 setup: $(STAMP)
@@ -61,6 +61,10 @@ test: setup
 ## test-hub: the class JupyterHub's end-to-end tests (a few minutes; needs hub/node_modules: cd hub && npm ci)
 test-hub: setup
 	$(BIN)/python -m pytest -m hub tests/test_hub.py tests/test_hub_culler.py tests/test_hub_k8s.py $(PYTEST_ARGS)
+
+## test-dask: grading on a Dask cluster of local processes (a scheduler and workers on 127.0.0.1; a few minutes)
+test-dask: setup
+	$(BIN)/python -m pytest -m dask tests/test_grading_cluster.py $(PYTEST_ARGS)
 
 ## release: regenerate the student notebooks in notebooks/ from solutions/
 release: setup

@@ -379,7 +379,10 @@ class ClusterPool:
         chunk_of = {future.key: chunk for future, chunk in zip(self.futures, chunks)}
         pending, done_rows, idle_since = set(self.futures), set(), None
         while pending:
-            finished, pending = wait(pending, timeout=5, return_when="FIRST_COMPLETED")
+            try:
+                finished, pending = wait(pending, timeout=5, return_when="FIRST_COMPLETED")
+            except TimeoutError:  # nothing came back in 5 s: are there still workers?
+                finished = set()
             for future in finished:
                 self._deliver(future, chunk_of[future.key], done_rows, on_result)
             if finished or self._has_workers():
