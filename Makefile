@@ -12,7 +12,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WORK ?= $(CURDIR)/work
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
-.PHONY: setup lab reset lab-solutions formgrader test test-hub release outputs lock clean
+.PHONY: setup lab reset lab-solutions formgrader test test-hub test-dask release outputs lock clean
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date); then one line that the course and the grader's sandbox are ready, or a note for instructors when the sandbox cannot run here
 setup: $(STAMP)
@@ -62,6 +62,10 @@ test: setup
 test-hub: setup
 	$(BIN)/python -m pytest -m hub tests/test_hub.py tests/test_hub_culler.py tests/test_hub_k8s.py $(PYTEST_ARGS)
 
+## test-dask: grading on a Dask cluster of local processes (a scheduler and workers on 127.0.0.1; a few minutes)
+test-dask: setup
+	$(BIN)/python -m pytest -m dask tests/test_grading_cluster.py $(PYTEST_ARGS)
+
 ## release: regenerate the student notebooks in notebooks/ from solutions/
 release: setup
 	$(BIN)/python -m autograder release
@@ -83,10 +87,10 @@ outputs: setup
 .PHONY: grade demo
 DEMO_TIMEOUT ?= 20
 
-## grade: grade a class: make grade SUBMISSIONS=<folder or .zip> [OUT=grading] [JOBS=N] [LESSONS="01_... 02_..."] (see docs/GRADING.md)
+## grade: grade a class: make grade SUBMISSIONS=<folder or .zip> [OUT=grading] [JOBS=N] [LESSONS="01_... 02_..."] [CLUSTER=tcp://HOST:8786] (see docs/GRADING.md, docs/SCALE.md)
 grade: setup
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder or .zip> [OUT=grading]" >&2; exit 2; }
-	$(BIN)/python -m autograder grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(JOBS),--jobs $(JOBS)) $(if $(LESSONS),--lessons $(LESSONS)) $(GRADE_ARGS)
+	$(BIN)/python -m autograder grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(JOBS),--jobs $(JOBS)) $(if $(LESSONS),--lessons $(LESSONS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(GRADE_ARGS)
 
 ## demo: build a small course of its own in demo/ (its own gradebook) and grade a synthetic class there; see demo/out/report.html, and `make formgrader COURSE=demo/course`
 demo: setup

@@ -32,6 +32,7 @@ LAYOUTS = ("auto", "folders", "nbgrader", "canvas", "moodle", "blackboard")
 EXPORT_FORMATS = ("canvas", "moodle", "csv")
 EXIT_NO_SANDBOX = 3  # nothing graded: this machine cannot confine notebooks
 EXIT_REFUSED = 4  # graded, but some notebooks were refused: whose they are cannot be told
+EXIT_NO_CLUSTER = 5  # nothing graded: the Dask cluster cannot be reached or cannot grade
 
 
 def _add_grading_options(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +61,9 @@ def _add_grading_options(parser: argparse.ArgumentParser) -> None:
                              "who submitted nothing")
     parser.add_argument("--notebook-timeout", type=int, default=600,
                         help="seconds a whole notebook may run (default: 600)")
+    parser.add_argument("--cluster", metavar="ADDRESS", default=None,
+                        help="grade on the workers of a running Dask scheduler, e.g. "
+                             "tcp://HOST:8786 (see docs/SCALE.md)")
     parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
                         help="run student code unconfined, as plain nbgrader does: UNSAFE, "
                              "only for submissions you trust (see docs/GRADING.md)")
@@ -195,12 +199,17 @@ def _grade(args: argparse.Namespace) -> int:
                              lessons=args.lessons, engine=args.engine, timeout=args.timeout,
                              memory_limit=args.memory_limit, progress=args.progress,
                              share_prologue=args.share_prologue, sandbox=args.sandbox,
-                             notebook_timeout=args.notebook_timeout, intake=intake)
+                             notebook_timeout=args.notebook_timeout, intake=intake,
+                             cluster=args.cluster)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RuntimeError as err:
+        from autograder.cluster import ClusterError
         from autograder.grading import SandboxUnavailable
+        if isinstance(err, ClusterError):
+            print(f"error: nothing was graded: {err}", file=sys.stderr)
+            return EXIT_NO_CLUSTER
         if not isinstance(err, SandboxUnavailable):
             raise
         print(f"error: nothing was graded. {err}", file=sys.stderr)

@@ -269,9 +269,11 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
                 engine: str = "fork", timeout: int | None = None,
                 memory_limit: int = DEFAULT_MEMORY_LIMIT, progress: bool | None = None,
                 share_prologue: bool = True, sandbox: bool = True,
-                notebook_timeout: int = 600, echo=print, intake: Intake | None = None) -> Report:
+                notebook_timeout: int = 600, echo=print, intake: Intake | None = None,
+                cluster: str | None = None) -> Report:
     """Grade every submission in `submissions` (a folder or a .zip); see the module's doc.
-    `intake`: the layout, roster and selection of students (default: detected, none, all)."""
+    `intake`: the layout, roster and selection of students (default: detected, none, all).
+    `cluster`: a Dask scheduler's address, whose workers grade the notebooks."""
     started = time.monotonic()
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     root = Path(course_root).resolve()
@@ -301,29 +303,49 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
     os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
     warnings.filterwarnings("ignore", module="nbformat")
     weaker = None
+    if cluster and (engine != "fork" or not sandbox):
+        raise ValueError("--cluster grades with the fork engine, always in the sandbox: leave "
+                         "out --engine nbgrader and --no-sandbox")
     if engine == "fork" and sandbox:
         from autograder.runner.sandbox import check_available, weaker_limits
-        problem = check_available()
+        problem = None if cluster else check_available()  # a cluster's workers check theirs
         if problem:
             raise SandboxUnavailable(problem)
-        weaker = weaker_limits(memory_limit)
+        weaker = None if cluster else weaker_limits(memory_limit)
         if weaker and echo:
             echo(weaker)
     elif echo:
         echo(UNSAFE_WARNING)
 
-    with course_lock(root, echo):
-        return _grade_class(submissions, out, root, known, jobs, lessons, engine, timeout,
-                            memory_limit, progress, share_prologue, echo, started,
-                            sandbox, notebook_timeout, intake or Intake(),
-                            [weaker] if weaker else [])
+    remote = None
+    if cluster:  # before anything is written: a scheduler or workers that cannot grade stop here
+        from autograder.cluster import connect
+        remote = connect(cluster, root, timeout=timeout or _course_timeout(root),
+                         memory_limit=memory_limit, share_prologue=share_prologue,
+                         notebook_timeout=notebook_timeout,
+                         preload=lesson_imports(read_solutions(root, known), known), echo=echo)
+    try:
+        with course_lock(root, echo):
+            return _grade_class(submissions, out, root, known, jobs, lessons, engine, timeout,
+                                memory_limit, progress, share_prologue, echo, started,
+                                sandbox, notebook_timeout, intake or Intake(),
+                                [weaker] if weaker else [], remote)
+    finally:
+        if remote is not None:
+            remote.close()
+
+
+def _course_timeout(root: Path) -> int:
+    """The course's time limit per cell, from nbgrader_config.py."""
+    return int(course_config(root).Execute.get("timeout", 60) or 60)
 
 
 def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], jobs: int,
                  lessons: list[str] | None, engine: str, timeout: int | None,
                  memory_limit: int, progress: bool | None, share_prologue: bool, echo,
                  started: float, sandbox: bool = True, notebook_timeout: int = 600,
-                 intake: Intake | None = None, warnings: list[str] | None = None) -> Report:
+                 intake: Intake | None = None, warnings: list[str] | None = None,
+                 remote=None) -> Report:
     intake = intake or Intake()
     out.mkdir(parents=True, exist_ok=True)
     _remove(out / "feedback")
@@ -352,7 +374,8 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
         chosen = list(lessons) if lessons else \
             [name for name in known if any(s.lesson == name for s in found)]
         # One worker per core at most, and each notebook gets its share of the cores.
-        workers = max(1, min(jobs, sum(1 for s in found if s.lesson in chosen)))
+        workers = max(1, min(len(remote.accepted) if remote else jobs,
+                             sum(1 for s in found if s.lesson in chosen)))
         settings = Settings(course_root=str(root), out=str(out), engine=engine,
                             timeout=int(timeout or 0), memory_limit=int(memory_limit),
                             lock_path=str(scratch / "gradebook.lock"),
@@ -361,10 +384,12 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
                             notebook_timeout=int(notebook_timeout))
         install_gradebook_lock(settings.lock_path)
         if not timeout:  # the course's limit, from nbgrader_config.py
-            settings.timeout = int(course_config(root).Execute.get("timeout", 60) or 60)
+            settings.timeout = _course_timeout(root)
         config = grading_config(settings)
         solutions = read_solutions(root, known)
-        if engine == "fork":
+        if remote is not None:  # the cluster's workers, checked and warmed by connect()
+            pool = remote.bind(settings)
+        elif engine == "fork":
             from autograder.pool import WorkerPool
             pool = WorkerPool(settings, jobs, lesson_imports(solutions, chosen))
             pool.start(workers)

@@ -45,7 +45,7 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
     os.dup2(devnull, 1)
     try:
         from autograder import executor
-        from autograder.autograde import grade_submission, grading_config
+        from autograder.autograde import grading_config
         from autograder.nbgrader_inproc import install_gradebook_lock, warm_feedback
 
         settings = Settings(**settings_dict)
@@ -75,16 +75,24 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
             # seconds Python takes to tear down torch, nbgrader and their objects.
             executor.shutdown()
             os._exit(0)
-        try:
-            if task.get("classmates"):
-                executor.ForkedExecute.set_class({task["lesson"]: task["classmates"]})
-            result = grade_submission(settings, config, task["student"], task["lesson"],
-                                      task.get("notes"))
-        except BaseException:  # noqa: BLE001 (grade_submission should not raise; be safe)
-            result = Result(student_id=task["student"], lesson=task["lesson"], status="error",
-                            reason="The notebook could not be graded (an error in the grader).",
-                            log=traceback.format_exc())
-        conn.send(("result", asdict(result)))
+        conn.send(("result", asdict(grade_task(settings, config, task))))
+
+
+def grade_task(settings: Settings, config, task: dict) -> Result:
+    """Grade one task ({student, lesson, digest, notes, classmates: {student: digest}}) in a warm grading process (a
+    local worker or a cluster's); never raises."""
+    from autograder import executor
+    from autograder.autograde import grade_submission
+
+    try:
+        if task.get("classmates"):
+            executor.ForkedExecute.set_class({task["lesson"]: task["classmates"]})
+        return grade_submission(settings, config, task["student"], task["lesson"],
+                                task.get("notes"))
+    except BaseException:  # noqa: BLE001 (grade_submission should not raise; be safe)
+        return Result(student_id=task["student"], lesson=task["lesson"], status="error",
+                      reason="The notebook could not be graded (an error in the grader).",
+                      log=traceback.format_exc())
 
 
 class _Worker:

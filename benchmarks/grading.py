@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/grading.py [--students 20] [--sample 14] [--jobs N]
                                            [--sandbox-runs 12] [--no-sandbox] [--keep DIR]
+                                           [--cluster]
 
 Builds a synthetic class from solutions/ and notebooks/ (every lesson for each student, in
 turn correct, partly right, partly right, blank), grades all of it with
@@ -24,6 +25,13 @@ own (as its process measured them), the lesson's worked examples as often as the
 scenarios calling each notebook's answers (on the grader's clock: they replaced the hidden
 tests that used to run in its cells). The reference runs are grading work, not counted. The machine's load is printed before and after: other
 work on the machine changes both figures.
+
+--cluster: the same class is graded again with `grade --cluster`, on a Dask scheduler and as
+many `dask worker` processes (one thread each) as the local pool had workers, started here on
+127.0.0.1: once with the workers cold (their warm-up counted, as the local pool's is) and once
+more with them warm. It prints both throughputs beside the local pool's, and
+`cluster_overhead=<ratio>`: the local pool's notebooks per second over the cold cluster's, less
+one (the cost of going through Dask).
 """
 
 from __future__ import annotations
@@ -249,6 +257,53 @@ def gib(size: float) -> str:
     return f"{size / (1 << 30):.2f} GiB"
 
 
+def cluster_runs(work: Path, jobs: int, env: dict) -> tuple[float | None, float | None]:
+    """Seconds of `grade --cluster` on the class with `jobs` local Dask workers: cold, warm."""
+    root = copy_course(work / "course-cluster")
+    dask = str(Path(sys.executable).parent / "dask")
+    scheduler_file = work / "scheduler.json"
+    processes = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                   "--no-dashboard", "--scheduler-file", str(scheduler_file)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True, env=env)]
+    try:
+        while not scheduler_file.is_file():
+            time.sleep(0.1)
+        address = json.loads(scheduler_file.read_text())["address"]
+        for number in range(jobs):
+            processes.append(subprocess.Popen(
+                [dask, "worker", "--scheduler-file", str(scheduler_file), "--nworkers", "1",
+                 "--nthreads", "1", "--no-dashboard",
+                 "--local-directory", str(work / f"dask-{number}")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                env=dict(env, AUTOGRADER_COURSE=str(root))))
+        from distributed import Client
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(jobs, timeout=300)
+        seconds = []
+        for run in ("cold", "warm"):
+            command = [sys.executable, "-m", "autograder", "grade", str(work / "class"), "--out",
+                       str(work / f"out-cluster-{run}"), "--course-root", str(root),
+                       "--no-progress", "--cluster", address]
+            started = time.perf_counter()
+            done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+            seconds.append(time.perf_counter() - started)
+            if done.returncode != 0:
+                print(done.stdout + done.stderr)
+                return None, None
+        same = read_grades(work / "out-cluster-cold" / "grades.csv") == \
+            read_grades(work / "out" / "grades.csv")
+        print(f"cluster:  grades {'the same as' if same else 'DIFFERENT from'} the local pool's")
+        return (seconds[0], seconds[1]) if same else (None, None)
+    finally:
+        for process in processes:
+            try:
+                os.killpg(process.pid, 15)
+            except ProcessLookupError:
+                pass
+            process.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -262,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(0: not measured)")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="grade without the sandbox (as unsafe as nbgrader; to compare)")
+    parser.add_argument("--cluster", action="store_true",
+                        help="also grade the class on a local Dask cluster of as many workers")
     parser.add_argument("--keep", type=Path, default=None,
                         help="work in this folder and keep it (default: a temporary folder)")
     args = parser.parse_args(argv)
@@ -379,8 +436,19 @@ def main(argv: list[str] | None = None) -> int:
                     print("  ", item)
             else:
                 print(f"scores agree on all {len(sample)} sample notebooks")
+        if args.cluster:
+            cold, warm = cluster_runs(work, jobs, env)
+            if cold is None:
+                print("the grading command failed on the cluster")
+                return 1
+            for name, seconds in (("cold", cold), ("warm", warm)):
+                print(f"cluster:  {notebooks} notebooks in {seconds:.1f} s with {jobs} Dask "
+                      f"workers ({name}): {notebooks / seconds:.2f} notebooks/s")
+            overhead = cold / ours - 1
         print(f"Machine: {load()} after the run")
         figures = [f"efficiency={efficiency:.2f}"]
+        if args.cluster:
+            figures.append(f"cluster_overhead={overhead:.2f}")
         if sample:
             figures.insert(0, f"speedup_vs_nbgrader={per_theirs / per_ours:.1f}")
         print(" ".join(figures))
