@@ -247,10 +247,12 @@ def test_every_exercise_has_enough_variants(lesson):
     problems = []
     for exercise in references(lesson):
         mine = [v for v in listed if v["exercise"] == exercise]
-        named = [v for v in mine if v["expect"] == "fail" and v.get("mistake")]
+        named = [v for v in mine if v["expect"] == "fail"
+                 and (v.get("mistake") or v.get("relation"))]
         valid = [v for v in mine if v["expect"] == "pass"]
         if len(named) < MIN_WRONG:
             problems.append(f"{exercise} has {len(named)} wrong answers with a named mistake "
+                            "or relation "
                             f"in tests/variants/{lesson}.py; it needs at least {MIN_WRONG}")
         if len(valid) < MIN_VALID:
             problems.append(f"{exercise} has {len(valid)} valid alternatives in "
@@ -351,6 +353,7 @@ class Graded:
     cell_text: str  # the autograded test cell's outputs, as text
     feedback_text: str  # the feedback page's outputs under this test cell
     mistakes: list[str]  # "likely mistake" lines of the test cell
+    relations: list[str]  # "relation" lines of the test cell
 
 
 def _student(r: int) -> str:
@@ -456,7 +459,8 @@ def read_graded(root: Path, out: Path, plans: dict[str, list[Round]]
                     results[(student, lesson, exercise)] = Graded(
                         student, lesson, row["status"], float(row["score"]), score, max_score,
                         determine_grade(cell)[0], text, _feedback_outputs(page, grade_id),
-                        re.findall(r"likely mistake: (.+)", text))
+                        re.findall(r"likely mistake: (.+)", text),
+                        re.findall(r"relation: (.+)", text))
     finally:
         gradebook.close()
     return results
@@ -525,3 +529,10 @@ def test_variant_through_the_grading_command(graded, case):
             f"expected a mistake naming {phrase!r} {where}, got {got.mistakes}:\n{got.cell_text}"
         assert phrase.lower() in got.feedback_text.lower(), \
             f"the feedback page does not name {phrase!r} under {exercise}-test {where}"
+    phrase = answer.variant.get("relation")
+    if phrase:
+        assert any(phrase.lower() in m.lower() for m in got.relations), \
+            f"expected a relation saying {phrase!r} {where}, got {got.relations}:\n" \
+            f"{got.cell_text}"
+        assert phrase.lower() in got.feedback_text.lower(), \
+            f"the feedback page does not say {phrase!r} under {exercise}-test {where}"

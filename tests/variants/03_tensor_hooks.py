@@ -90,7 +90,8 @@ def clip_and_count(tensor, low, high):
         clipped = torch.clamp(grad, low, high)
     return tensor.register_hook(clip), calls
 '''),
-    dict(exercise="03-ex2", name="shared-global-list", expect="fail", mistake="shared by every call",
+    dict(exercise="03-ex2", name="shared-global-list", expect="fail", mistake=None,
+         relation="more items before the expected ones",
          source='''
 calls = []
 
