@@ -740,6 +740,11 @@ def _relate_dict(expected: dict, found: Any, rtol: float, atol: float, name: str
         return f"{name} is a list where a dict (name → value) was asked", None
     if not isinstance(found, dict):
         return None
+    if set(found) > set(expected) and all(
+            not differences(value, found[key], rtol, atol, name, True)
+            for key, value in expected.items()):
+        return (f"{name} holds the expected entries, and more",
+                "entries kept from an earlier call (a dict made outside the function)?")
     for key, value in expected.items():
         if key in found and differences(value, found[key], rtol, atol, name, True):
             return relate(value, found[key], rtol, atol, f"{name}[{key!r}]", reveal)
