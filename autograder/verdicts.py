@@ -454,15 +454,14 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
         if check.passed or check.mistake:
             check.relations, check.hints = [], []
             continue
-        for fact, hint in _across_scenarios(run, runs):
-            if fact not in check.relations:
-                check.relations.append(fact)
-            if hint and hint not in check.hints:
-                check.hints.append(hint)
-        if visible_ok and not check.visible and run.student.observations is not None:
-            check.relations.append("right on the test cell's example, wrong on these inputs")
-            check.hints.append("does the answer rely on the example's values, shape or size "
-                               "(a hard-coded or special-cased result)?")
+        found = _across_scenarios(run, runs)
+        if visible_ok and not check.visible and run.student.stopped is None:
+            found.append(("right on the test cell's example, wrong on these inputs",
+                          "does the answer rely on the example's values, shape or size (a "
+                          "hard-coded or special-cased result)?"))
+        # What the other scenarios tell comes first: it says more than one value's relation.
+        check.relations = list(dict.fromkeys([fact for fact, _ in found] + check.relations))
+        check.hints = list(dict.fromkeys([hint for _, hint in found if hint] + check.hints))
     return checks
 
 
@@ -598,6 +597,12 @@ _MESSAGES: tuple[tuple[str, str, str], ...] = (
     ("backward through the graph a second time",
      "backward() ran a second time through a graph that was already freed",
      "retain_graph=True on the first backward(), or build the graph again"),
+    ("has changed the size of value",
+     "a hook returned a gradient of another shape than the one it received",
+     "a tensor built from fixed values, or one of another tensor's shape?"),
+    ("has changed the type of value",
+     "a hook returned a gradient of another dtype than the one it received",
+     "return a tensor computed from the gradient it receives"),
     ("NoneType", "None was used as a value",
      "a .grad that was never filled, or a function that returns nothing?"),
     ("must match the size of tensor", "the shapes of two tensors do not fit together",
