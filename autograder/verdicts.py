@@ -468,7 +468,8 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
 def _matches(scenario: Scenario, wrong: Outcome, student: Outcome) -> bool:
     """Whether the student's run of `scenario` gave what the mistake `wrong` gave."""
     if wrong.raised is not None:
-        return student.raised == wrong.raised
+        return student.raised == wrong.raised and \
+            _message_kind(student.message) == _message_kind(wrong.message)
     if wrong.observations is None or student.observations is None:
         return False
     return not outcome_problems(scenario, wrong, student)
@@ -603,6 +604,12 @@ _MESSAGES: tuple[tuple[str, str, str], ...] = (
     ("has changed the type of value",
      "a hook returned a gradient of another dtype than the one it received",
      "return a tensor computed from the gradient it receives"),
+    ("Mismatch in shape: grad_output",
+     "the vector given to backward() has another shape than the output",
+     "backward(v) takes one v of the output's shape (made like the output, not the input)"),
+    ("forward gradient that has a different size",
+     "the tangent given to jvp has another shape than the input",
+     "make it like the input x (torch.zeros_like(x)), not like the output"),
     ("NoneType", "None was used as a value",
      "a .grad that was never filled, or a function that returns nothing?"),
     ("must match the size of tensor", "the shapes of two tensors do not fit together",
@@ -615,6 +622,11 @@ _MESSAGES: tuple[tuple[str, str, str], ...] = (
      "backward() was called on a tensor with more than one element without a gradient for it",
      "pass gradient= (a vector) to backward(), or reduce to a scalar first"),
 )
+
+
+def _message_kind(message: str) -> int | None:
+    """Which of the messages the grader knows `message` is (an index of _MESSAGES), if any."""
+    return next((i for i, (pattern, _, _) in enumerate(_MESSAGES) if pattern in message), None)
 
 
 def _raised_relations(student: Outcome) -> list[Relation]:
@@ -780,6 +792,15 @@ def _relate_list(expected: list, found: Any, rtol: float, atol: float, name: str
     wrong = [i for i in range(n) if not same(found[i], expected[i])]
     if not wrong:
         return None
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                  for x in expected + found)
+    if numbers and not any(found) and any(expected):
+        return f"{name} holds only zeros", None
+    if n >= 2 and all(same(f, found[0]) for f in found) and \
+            not all(same(e, expected[0]) for e in expected):
+        return (f"{name}: every item is the same, where the expected ones differ",
+                "the result ignores the argument (an index, an input) that changes between "
+                "them?")
     if n >= 2 and all(same(found[i], expected[n - 1 - i]) for i in range(n)):
         return f"{name} holds the right items in reverse order", None
     if n >= 2 and _permutation(found, expected, same):

@@ -331,3 +331,12 @@ def test_the_message_is_quoted_once_per_exercise():
 def test_a_line_number_that_is_not_a_small_number_is_dropped(line):
     outcome = read_outcome({"raised": "TypeError", "message": "", "line": line, "cell": line})
     assert outcome.line is None and outcome.cell is None
+
+
+def test_a_list_of_counts_that_are_all_zero():
+    assert _fact([3, 3], [0, 0]) == "x.grad holds only zeros"
+
+
+def test_items_that_are_all_the_same_where_the_expected_ones_differ():
+    assert "every item is the same" in _fact([_t([2], [1.0, 0.0]), _t([2], [0.0, 1.0])],
+                                             [_t([2], [5.0, 5.0]), _t([2], [5.0, 5.0])])

@@ -1,8 +1,9 @@
 """Answers to lesson 03's exercises that the grader must fail (naming the mistake) or pass.
 
 Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
-phrase that the feedback's named mistake must contain (None: any failure will do), and the
-source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+phrase that the feedback's named mistake must contain (None: any failure will do) or a phrase
+of the relation it must state (`relation=`), and the source that replaces the answer cell.
+tests/test_scenarios.py runs them in-process.
 """
 
 VARIANTS = [
@@ -35,7 +36,8 @@ def freeze_entries(param, mask):
 def freeze_entries(param, mask):
     param.register_hook(lambda grad: grad.masked_fill(mask, 0.0))
 '''),
-    dict(exercise="03-ex1", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="03-ex1", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="another shape than the one it received", source='''
 def freeze_entries(param, mask):
     return param.register_hook(lambda grad: torch.tensor([[0.0, 0.0], [2.0, 2.0], [0.0, 3.0]]))
 '''),
@@ -117,7 +119,8 @@ def clip_and_count(tensor, low, high):
         return grad.clamp(low, high)
     return tensor.register_hook(clip), calls
 '''),
-    dict(exercise="03-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="03-ex2", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
 def clip_and_count(tensor, low, high):
     calls = []
     def clip(grad):
@@ -184,7 +187,8 @@ def sgd_in_backward(params, lr):
     for p in params:
         p.register_post_accumulate_grad_hook(step)
 '''),
-    dict(exercise="03-ex3", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="03-ex3", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
 def sgd_in_backward(params, lr):
     def step(param):
         with torch.no_grad():
@@ -200,6 +204,52 @@ def sgd_in_backward(params, lr):
             param.data -= lr * param.grad.data
             param.grad = None
         handles.append(param.register_post_accumulate_grad_hook(step))
+    return handles
+'''),
+    # ------------------------------------------------ more slips of each exercise (issue 22)
+    dict(exercise="03-ex1", name="keeps-masked-entries", expect="fail", mistake="wrong way round",
+         source='''
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: grad * mask.float())
+'''),
+    dict(exercise="03-ex1", name="zeroes-everything", expect="fail", mistake=None,
+         relation="all zeros", source='''
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: torch.zeros_like(grad))
+'''),
+    dict(exercise="03-ex1", name="multiplies-in-place", expect="fail", mistake="in place",
+         source='''
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: grad.mul_(~mask))
+'''),
+    dict(exercise="03-ex2", name="counts-after-clamping", expect="fail", mistake=None,
+         relation="holds only zeros", source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        clipped = grad.clamp(low, high)
+        calls.append(int(((clipped < low) | (clipped > high)).sum()))
+        return clipped
+    return tensor.register_hook(clip), calls
+'''),
+    dict(exercise="03-ex3", name="zeroes-grad-instead-of-none", expect="fail", mistake=None,
+         relation="should be None", source='''
+def sgd_in_backward(params, lr):
+    def step(param):
+        with torch.no_grad():
+            param -= lr * param.grad
+        param.grad.zero_()
+    return [p.register_post_accumulate_grad_hook(step) for p in params]
+'''),
+    dict(exercise="03-ex3", name="no-grad-block", expect="pass", mistake=None, source='''
+def sgd_in_backward(params, lr):
+    handles = []
+    for p in params:
+        def step(param):
+            with torch.no_grad():
+                param -= lr * param.grad
+            param.grad = None
+        handles.append(p.register_post_accumulate_grad_hook(step))
     return handles
 '''),
 ]
