@@ -610,6 +610,8 @@ _MESSAGES: tuple[tuple[str, str, str], ...] = (
     ("forward gradient that has a different size",
      "the tangent given to jvp has another shape than the input",
      "make it like the input x (torch.zeros_like(x)), not like the output"),
+    ("but hook returned", "a hook returned a value of a kind it may not return",
+     "a hook that acts in place must return None (a lambda returns its expression's value)"),
     ("NoneType", "None was used as a value",
      "a .grad that was never filled, or a function that returns nothing?"),
     ("must match the size of tensor", "the shapes of two tensors do not fit together",
@@ -658,28 +660,32 @@ def _simple(k: float, reveal: bool) -> bool:
     return n == -1 or any(x is not None and 2 <= abs(x) <= limit for x in (n, m))
 
 
-def _factor(k: float, reveal: bool, name: str) -> Relation:
+def _factor(k: float, reveal: bool, name: str, many: bool = True) -> Relation:
+    """`name` is k times the expected values (`many`) or value; a hint goes only with a
+    factor measured on several values (for one number it could be a coincidence)."""
     n, m = _whole(k), (_whole(1 / k) if k else None)
     limit = 1000 if reveal else _SMALL
+    values = "values" if many else "value"
     if n == -1:
-        return (f"{name} has the sign flipped (−1 × the expected values)",
-                "a minus sign too many or missing, or a step up the gradient instead of down?")
+        return (f"{name} has the sign flipped (−1 × the expected {values})",
+                "a minus sign too many or missing, or a step up the gradient instead of down?"
+                if many else None)
     if n is not None and 2 <= abs(n) <= limit:
         sign = "" if n > 0 else ", with the sign flipped"
         word = {2: "twice", 3: "three times"}.get(abs(n), f"{abs(n)} times")
         hint = ("accumulated over two passes or calls, or a term counted twice?" if abs(n) == 2
                 else f"accumulated over {abs(n)} passes or calls, or summed over {abs(n)} "
                      "items where one was meant?")
-        return f"{name} is {word} the expected values{sign} (×{n})", hint
+        return f"{name} is {word} the expected {values}{sign} (×{n})", hint if many else None
     if m is not None and 2 <= abs(m) <= limit:
         sign = "" if m > 0 else ", with the sign flipped"
         word = "half" if abs(m) == 2 else f"1/{abs(m)} of"
-        return (f"{name} is {word} the expected values{sign} (×1/{abs(m)})",
+        return (f"{name} is {word} the expected {values}{sign} (×1/{abs(m)})",
                 "a mean where a sum was meant, a division by the number of items, or a factor "
-                "missing (d/dx x² = 2x)?")
+                "missing (d/dx x² = 2x)?" if many else None)
     if reveal:
-        return f"{name} is the expected values times {k:.4g}", None
-    return f"{name} is the expected values times one constant factor", None
+        return f"{name} is the expected {values} times {k:.4g}", None
+    return f"{name} is the expected {values} times one constant factor", None
 
 
 def _offset(d: float, reveal: bool, name: str) -> Relation:
@@ -741,7 +747,7 @@ def _relate_number(expected: float, found: Any, rtol: float, atol: float, name: 
     if expected and found:
         k = found / expected
         if _simple(k, reveal):
-            return _factor(k, reveal, name)
+            return _factor(k, reveal, name, many=False)
     if isinstance(expected, int) and isinstance(found, int) and abs(found - expected) == 1:
         return _offset(found - expected, reveal, name)
     return None
@@ -762,6 +768,13 @@ def _relate_dict(expected: dict, found: Any, rtol: float, atol: float, name: str
             for key, value in expected.items()):
         return (f"{name} holds the expected entries, and more",
                 "entries kept from an earlier call (a dict made outside the function)?")
+    values = [found[key] for key in expected if key in found]
+    if len(values) >= 2 and len(values) == len(expected) and all(
+            not differences(values[0], v, rtol, atol, name, True) for v in values) and \
+            not all(not differences(v, values[0], rtol, atol, name, True)
+                    for v in expected.values()):
+        return (f"{name}: every entry is the same, where the expected ones differ",
+                "the same value stored or counted for every name?")
     for key, value in expected.items():
         if key in found and differences(value, found[key], rtol, atol, name, True):
             return relate(value, found[key], rtol, atol, f"{name}[{key!r}]", reveal)
@@ -939,7 +952,7 @@ def _relate_values(expected: Tensor, e: list[float], f: list[float], rtol: float
         k = sum(a * b for a, b in zip(f, e)) / sum(b * b for b in e)
         if not _close(k, 1.0, rtol, atol) and _all_close(f, [k * x for x in e], rtol, atol) \
                 and (n > 1 or _simple(k, reveal)):
-            return _factor(k, reveal, name)
+            return _factor(k, reveal, name, many=nonzero > 1)
     if n > 1:
         d = f[0] - e[0]
         if not _close(d, 0.0, 0.0, atol) and _all_close(f, [x + d for x in e], rtol, atol):

@@ -15,6 +15,8 @@ tests/test_misconceptions_grading.py does (minutes). It prints, per lesson and i
     misnamed         caught answers whose feedback names a known mistake other than the one
                      the variant is listed with (a wrong diagnosis)
 
+then each answer not caught, valid answer not kept, misnamed answer, and caught answer whose
+feedback lacks the words its variant lists (`mistake=` or `relation=`);
 and last one line, `caught=<n>/<n> kept=<n>/<n> named=<percent> misnamed=<n>`.
 """
 
@@ -50,6 +52,16 @@ class Result:
         return bool(self.mistakes or self.relations)
 
 
+def unsaid(result: Result, variant: dict) -> bool:
+    """A caught answer whose feedback lacks the words its variant lists (`mistake=` among the
+    named mistakes, `relation=` among the relations)."""
+    for key, said in (("mistake", result.mistakes), ("relation", result.relations)):
+        phrase = (variant.get(key) or "").lower()
+        if phrase and not any(phrase in line.lower() for line in said):
+            return True
+    return False
+
+
 def misnamed(result: Result, variant: dict) -> bool:
     """A caught answer whose named mistake is not the one its variant lists."""
     phrase = (variant.get("mistake") or "").lower()
@@ -75,12 +87,12 @@ def judge_here(lesson: str, listed: list[dict]) -> list[Result]:
     return results
 
 
-def judge_by_grading(lessons: list[str]) -> dict[tuple[str, str, str], Result]:
+def judge_by_grading(lessons: list[str], jobs: int) -> dict[tuple[str, str, str], Result]:
     """Grade every variant through the grading command, as the misconception suite does."""
     import test_misconceptions_grading as suite
 
     with tempfile.TemporaryDirectory(prefix="variants-figure-") as tmp:
-        graded = suite.grade_rounds(Path(tmp), lessons)
+        graded = suite.grade_rounds(Path(tmp), lessons, jobs=jobs)
     results = {}
     for lesson in lessons:
         for r, each in enumerate(suite.lesson_rounds(lesson)):
@@ -100,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lessons", nargs="*", help="lessons to judge (default: all)")
     parser.add_argument("--grade", action="store_true",
                         help="grade through `python -m autograder grade` (slow)")
+    parser.add_argument("--jobs", type=int, default=1, help="grading workers with --grade")
     args = parser.parse_args(argv)
 
     from autograder.release import lessons as all_lessons
@@ -110,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no such lesson: {', '.join(unknown)} (see solutions/)")
     listed = {lesson: list(suite.variants(lesson)) for lesson in names}
-    graded = judge_by_grading(names) if args.grade else None
+    graded = judge_by_grading(names, args.jobs) if args.grade else None
     totals = [0, 0, 0, 0, 0, 0]  # wrong, caught, valid, kept, named, misnamed
     print(f"{'lesson':<28} {'wrong caught':>13} {'valid kept':>11} {'named':>11} "
           f"{'misnamed':>9}")
@@ -135,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {r.exercise} {r.name}: expected to {r.expect}, did not")
         for r in bad:
             print(f"    {r.exercise} {r.name}: misnamed as {r.mistakes[0][:70]!r}")
+        for r in caught:
+            if unsaid(r, by_name[(r.exercise, r.name)]) and not misnamed(
+                    r, by_name[(r.exercise, r.name)]):
+                print(f"    {r.exercise} {r.name}: its feedback lacks the words listed for it")
     wrong, caught, valid, kept, named, bad = totals
     share = 100.0 * named / caught if caught else 0.0
     print(f"caught={caught}/{wrong} kept={kept}/{valid} named={share:.0f}% misnamed={bad}")

@@ -390,11 +390,11 @@ def _feedback_outputs(page: str, grade_id: str) -> str:
     return _page_text(page[outputs:end]) if outputs >= 0 else ""
 
 
-def grade_rounds(tmp: Path, names: list[str], secret: str = SECRET
+def grade_rounds(tmp: Path, names: list[str], secret: str = SECRET, jobs: int = 2
                  ) -> dict[tuple[str, str, str], Graded]:
-    """Grade every round of the lessons `names` with one `python -m autograder grade` in a
-    copy of the course at `tmp` whose secret is `secret`; return (student, lesson, exercise)
-    -> Graded."""
+    """Grade every round of the lessons `names` with one `python -m autograder grade` (with
+    `jobs` workers) in a copy of the course at `tmp` whose secret is `secret`; return
+    (student, lesson, exercise) -> Graded."""
     from autograder.demo import Lessons, _write
 
     root = tmp / "course"
@@ -420,7 +420,7 @@ def grade_rounds(tmp: Path, names: list[str], secret: str = SECRET
     out = tmp / "out"
     done = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out),
-         "--course-root", str(root), "--jobs", "2", "--lessons", *plans],
+         "--course-root", str(root), "--jobs", str(jobs), "--lessons", *plans],
         capture_output=True, text=True, env=dict(os.environ, CI="true"), timeout=1200)
     assert done.returncode == 0, done.stdout + done.stderr
     return read_graded(root, out, plans)

@@ -340,3 +340,12 @@ def test_a_list_of_counts_that_are_all_zero():
 def test_items_that_are_all_the_same_where_the_expected_ones_differ():
     assert "every item is the same" in _fact([_t([2], [1.0, 0.0]), _t([2], [0.0, 1.0])],
                                              [_t([2], [5.0, 5.0]), _t([2], [5.0, 5.0])])
+
+
+def test_a_dict_whose_entries_are_all_the_same():
+    assert "every entry is the same" in _fact({"a": 1, "b": 2, "c": 0}, {"a": 1, "b": 1, "c": 1})
+
+
+def test_a_factor_of_one_number_comes_without_a_hint():
+    assert relate(2, 1, 0, 0, "counts['act']", False) == \
+        ("counts['act'] is half the expected value (×1/2)", None)

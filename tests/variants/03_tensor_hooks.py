@@ -163,13 +163,24 @@ def sgd_in_backward(params, lr):
         handles.append(param.register_hook(hook))
     return handles
 '''),
-    dict(exercise="03-ex3", name="late-binding-lambda", expect="fail", mistake="TypeError",
+    dict(exercise="03-ex3", name="late-binding-closure", expect="fail", mistake="TypeError",
          source='''
 def sgd_in_backward(params, lr):
     handles = []
     for param in params:
+        def step(_):
+            param.add_(param.grad, alpha=-lr)
+            param.grad = None
+        handles.append(param.register_post_accumulate_grad_hook(step))
+    return handles
+'''),
+    dict(exercise="03-ex3", name="lambda-returns-a-tuple", expect="fail", mistake=None,
+         relation="a hook returned a value", source='''
+def sgd_in_backward(params, lr):
+    handles = []
+    for param in params:
         handles.append(param.register_post_accumulate_grad_hook(
-            lambda p: (param.sub_(lr * param.grad), setattr(param, "grad", None))))
+            lambda p: (p.sub_(lr * p.grad), setattr(p, "grad", None))))
     return handles
 '''),
     dict(exercise="03-ex3", name="rebinds", expect="fail", mistake="did not move", source='''

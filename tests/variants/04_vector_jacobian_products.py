@@ -2,7 +2,8 @@
 
 Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
 phrase that the feedback's named mistake must contain (None: any failure will do) or a phrase
-of the relation it must state (`relation=`), and the source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+of the relation it must state (`relation=`), and the source that replaces the answer cell.
+tests/test_scenarios.py runs them in-process.
 """
 
 VARIANTS = [
