@@ -12,15 +12,16 @@ A scenario run travels as one of
      "line": 4, "cell": 7}                       the line of the student's cell it raised from
     {"unreportable": "..."}                      the observations could not be encoded
 
-What a check says in the feedback quotes little text from the report. The answer under test
+What a check says in the feedback quotes no free text from the report. The answer under test
 runs in the same process as the scenario module (hidden scenarios and mistakes included), and
 can read every seed of the run from the stack, so a hostile answer can try to carry that out
-in whatever the feedback echoes: an unexpected key, a string it returns, the reason its results
-could not be reported. Those are told by kind only. An exception is named by its type when that
-is one of Python's own (else "an exception of its own class"); its message, capped to one line,
-is quoted on a visible check only, as the visible check's found values are: a few numbers or
-words per visible check, which carry no expected value of a hidden check, since none ever
-enters the sandbox. A hidden check quotes none of the answer's numbers or text.
+in whatever the feedback echoes: an exception's message or class name, an unexpected key, a
+string it returns, the reason its results could not be reported. Those are told by kind only
+(an exception's type when it is one of Python's own, else "an exception of its own class"),
+except a message that is one of torch's or Python's own (`quotable`: fixed words, small
+numbers, type names), quoted on a visible check. Numbers are shown where they help (a visible
+check's values, shapes, list lengths): a few numbers per check, which carry no expected value
+of a hidden check, since none ever enters the sandbox.
 
 When a check fails, `judge_exercise` names a known mistake only when the answer matched that
 mistake on every scenario where the mistake differs from the reference; otherwise it measures
@@ -34,6 +35,7 @@ import json
 import math
 import re
 import builtins
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -386,17 +388,91 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome,
 
 MAX_MESSAGE = 200  # characters of an exception's message that a visible check quotes
 
+# The messages a visible check may quote: torch's and Python's own, as patterns whose variable
+# parts are small numbers, shapes and type names. Anything else an answer raises (its own text,
+# or text it found in its memory) matches none, and only its type is told.
+_N = r"-?\d{1,6}"
+_SHAPE = rf"\[(?:{_N}(?:, {_N}){{0,7}})?\]"
+_TYPE = (r"(?:NoneType|int|float|complex|str|bool|tuple|list|dict|set|function|method|"
+         r"builtin_function_or_method|Tensor|Parameter|module|generator|Size|type|"
+         r"numpy\.ndarray|Module|Linear|Sequential)")
+_QUOTABLE_WHOLE = [re.compile(pattern) for pattern in (
+    rf"The size of tensor a \({_N}\) must match the size of tensor b \({_N}\) at "
+    rf"non-singleton dimension {_N}",
+    rf"mat1 and mat2 shapes cannot be multiplied \({_N}x{_N} and {_N}x{_N}\)",
+    rf"index {_N} is out of bounds for dimension {_N} with size {_N}",
+    rf"shape '{_SHAPE}' is invalid for input of size {_N}",
+    rf"Dimension out of range \(expected to be in range of \[{_N}, {_N}\], but got {_N}\)",
+    rf"shape mismatch: value tensor of shape {_SHAPE} cannot be broadcast to indexing result "
+    rf"of shape {_SHAPE}",
+    rf"element {_N} of tensors does not require grad and does not have a grad_fn",
+    r"grad can be implicitly created only for scalar outputs",
+    r"a leaf Variable that requires grad is being used in an in-place operation\.",
+    r"cannot register a hook on a tensor that doesn't require gradient",
+    rf"Mismatch in shape: grad_output\[{_N}\] has a shape of torch\.Size\({_SHAPE}\) and "
+    rf"output\[{_N}\] has a shape of torch\.Size\({_SHAPE}\)\.",
+    rf"expected Variable, but hook returned '{_TYPE}'",
+    rf"unsupported operand type\(s\) for [-+*/@%&|^<>=!]{{1,3}}: '{_TYPE}' and '{_TYPE}'",
+    rf"'{_TYPE}' object is not (?:callable|iterable|subscriptable)",
+    rf"(?P<function>[a-z_]{{1,30}})\(\): argument '(?:input|other|self|tensor|tensors|mask|"
+    rf"value|size)' \(position {_N}\) must be {_TYPE}, not {_TYPE}",
+    rf"expected scalar type [A-Za-z0-9]{{1,12}} but found [A-Za-z0-9]{{1,12}}",
+    r"only one element tensors can be converted to Python scalars",
+    r"Boolean value of Tensor with more than one value is ambiguous",
+    r"Can't call numpy\(\) on Tensor that requires grad\. Use tensor\.detach\(\)\.numpy\(\) "
+    r"instead\.",
+    r"(?:list|tuple) index out of range", r"(?:float )?division by zero",
+)]
+# Long messages of torch that start with fixed text: only that text is quoted.
+_QUOTABLE_START = [re.compile(pattern) for pattern in (
+    r"Trying to backward through the graph a second time",
+    r"one of the variables needed for gradient computation has been modified by an inplace "
+    r"operation",
+    r"Subtraction, the `-` operator, with (?:two bool tensors|a bool tensor) is not supported\. "
+    r"(?:If you are trying to invert a mask, use|Use) the `[~^]` or `logical_(?:not|xor)\(\)` "
+    r"operator instead\.",
+    rf"The expanded size of the tensor \({_N}\) must match the existing size \({_N}\) at "
+    rf"non-singleton dimension {_N}",
+    r"Trying to set a forward gradient that has a different size than that of the original "
+    r"Tensor",
+    r"hook '[^']{0,100}' has changed the (?:size|type) of value",
+)]
+
+
+@functools.lru_cache(maxsize=1)
+def _torch_names() -> frozenset[str]:
+    """Names of torch's functions and tensor methods: the functions whose messages are quoted."""
+    import torch
+    return frozenset(dir(torch) + dir(torch.Tensor) + dir(torch.nn.functional))
+
+
+def quotable(message: str) -> str | None:
+    """The part of an exception's message a visible check may quote (one of torch's or
+    Python's own messages), or None."""
+    message = one_line(message, 400)
+    for pattern in _QUOTABLE_WHOLE:
+        found = pattern.fullmatch(message)
+        if found and found.groupdict().get("function", "add") in _torch_names():
+            return one_line(message, MAX_MESSAGE)
+    for pattern in _QUOTABLE_START:
+        found = pattern.match(message)
+        if found:  # a hook's name is the answer's choice: not quoted
+            return one_line(re.sub(r"^hook '[^']*'", "a hook", found.group(0)), MAX_MESSAGE)
+    return None
+
 
 def raised_text(student: Outcome, quote: bool) -> str:
     """What the feedback says of an exception the answer raised: its type (Python's own
-    classes only), the line of the student's cell, and with `quote` its message, on one line."""
+    classes only), the line of the student's cell, and with `quote` its message when it is
+    one of torch's or Python's own, on one line."""
     if student.raised == "NotImplementedError":
         return "the answer raised NotImplementedError: the exercise is not answered yet"
     kind = student.raised if student.raised in _PYTHON_EXCEPTIONS \
         else "an exception of its own class"
     text = f"your code raised {kind}"
-    if quote and student.message:
-        text += f": {one_line(student.message, MAX_MESSAGE)}"
+    shown = quotable(student.message) if quote and kind == student.raised else None
+    if shown:
+        text += f": {shown}"
     if student.line is not None:
         cell = f" In [{student.cell}]" if student.cell is not None else ""
         text += f" (line {student.line} of your cell{cell})"
