@@ -511,7 +511,8 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
 
     A known mistake is named on a failing check only when the student's outcome matches the
     mistake's on every scenario where the mistake's differs from the reference's (a mistake
-    that raised matches a run that raised the same type); otherwise each failing check says
+    that raised matches a run that raised the same type, with a message of the same known
+    kind); otherwise each failing check says
     what was measured (`relations`). An exception's message is quoted once per exercise, on
     its first visible check that raised."""
     checks, quoted = [], False
@@ -534,7 +535,8 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
         if visible_ok and not check.visible and run.student.stopped is None:
             found.append(("right on the test cell's example, wrong on these inputs",
                           "does the answer rely on the example's values, shape or size (a "
-                          "hard-coded or special-cased result)?"))
+                          "hard-coded or special-cased result), or on state an earlier call "
+                          "left behind (the example runs first)?"))
         # What the other scenarios tell comes first: it says more than one value's relation.
         check.relations = list(dict.fromkeys([fact for fact, _ in found] + check.relations))
         check.hints = list(dict.fromkeys([hint for _, hint in found if hint] + check.hints))
