@@ -304,6 +304,14 @@ def sgd_small_model(sgd_in_backward, rng):
     ((x_in @ params[0] + params[1]).tanh().sum() * params[2]).backward()
     observed["parameters after backward"] = [p.detach().clone() for p in params]
     observed["their .grad after backward"] = [p.grad for p in params]
+    # The handles come in the order of the list given: removing the first one stops the
+    # first parameter of that list, and only it.
+    if isinstance(handles, list) and handles and _removable(handles[0]):
+        handles[0].remove()
+        before = [p.detach().clone() for p in params]
+        ((x_in @ params[0] + params[1]).tanh().sum() * params[2]).backward()
+        observed["which parameters moved after removing the first handle"] = [
+            not torch.equal(b, p.detach()) for b, p in zip(before, params)]
     return observed
 
 

@@ -263,4 +263,15 @@ def sgd_in_backward(params, lr):
         handles.append(p.register_post_accumulate_grad_hook(step))
     return handles
 '''),
+    dict(exercise="03-ex3", name="handles-reversed", expect="fail", mistake=None,
+         relation="the right items in", source='''
+def sgd_in_backward(params, lr):
+    def step(param):
+        param.add_(param.grad, alpha=-lr)
+        param.grad = None
+    handles = []
+    for param in params:
+        handles.insert(0, param.register_post_accumulate_grad_hook(step))
+    return handles
+'''),
 ]
