@@ -341,4 +341,31 @@ def block_gradient(module):
         return tuple(torch.zeros_like(grad) for grad in grad_output)
     return module.register_full_backward_hook(hook)
 '''),
+    dict(exercise="06-ex1", name="hook-removes-itself", expect="fail", mistake=None,
+         relation="hooks left after the forward pass raised is one more", source='''
+def capture_activation(model, layer, x):
+    captured = {}
+    def hook(module, args, output):
+        captured["output"] = output.detach().clone()
+        handle.remove()
+    handle = layer.register_forward_hook(hook)
+    model(x)
+    return captured["output"]
+'''),
+    dict(exercise="06-ex2", name="clears-every-forward-hook", expect="fail", mistake=None,
+         relation="and still runs after it is False", source='''
+def count_calls(model, x):
+    counts = {name: 0 for name, _ in model.named_modules() if name}
+    def make_hook(name):
+        def hook(module, args, output):
+            counts[name] += 1
+        return hook
+    for name, module in model.named_modules():
+        if name:
+            module.register_forward_hook(make_hook(name))
+    model(x)
+    for module in model.modules():
+        module._forward_hooks.clear()
+    return counts
+'''),
 ]
