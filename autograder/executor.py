@@ -48,8 +48,8 @@ from traitlets import Bool, Integer, Unicode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.runner.shell import TIMEOUT_ENAME, _ansi_red, error_output, timeout_output  # noqa: F401
-from autograder.verdicts import (Check, Outcome, ReportError, ScenarioBroken, judge,
-                                 one_line, read_outcome)
+from autograder.verdicts import (Check, Outcome, ReportError, ScenarioBroken, ScenarioRun,
+                                 judge_exercise, one_line, read_outcome)
 
 DEAD_ENAME = "DeadKernelError"
 NOT_RUN_ENAME = "CellNotRunError"
@@ -988,7 +988,7 @@ class ForkedExecute(NbGraderPreprocessor):
             grade_id = cell.metadata["nbgrader"].get("grade_id", "")
             exercise = grade_id.rsplit("-test", 1)[0]
             scenarios = lesson.for_exercise(exercise)
-            checks: list[Check] = []
+            judged: list[ScenarioRun] = []
             for scenario in scenarios:
                 seed = 0 if scenario.visible else scenario_seed(secret, student, exercise,
                                                                 scenario.name, digest)
@@ -998,8 +998,7 @@ class ForkedExecute(NbGraderPreprocessor):
                 for i, known in mistakes:
                     if known.exercise == exercise:
                         raw = self._references.get(lesson.name, f"{key}/mistake/{i}")
-                        if raw is not None:
-                            wrong.append((known, read_outcome(raw)))
+                        wrong.append((known, None if raw is None else read_outcome(raw)))
                 if run.outcomes is None:
                     student_outcome = Outcome(stopped=CHECKS_STOPPED[stopped] if stopped else (
                         "not checked: the notebook stopped before its answers could be "
@@ -1009,7 +1008,8 @@ class ForkedExecute(NbGraderPreprocessor):
                         student_outcome = read_outcome(outcomes.get(key))
                     except ReportError:
                         student_outcome = read_outcome({"unreportable": "its report was malformed"})
-                checks.append(judge(scenario, reference, student_outcome, wrong))
+                judged.append(ScenarioRun(scenario, reference, student_outcome, wrong))
+            checks = judge_exercise(judged)
             rows += [c.row(grade_id) for c in checks]
             # Where the run stopped at this cell (time, memory, a death), the grader's own
             # note of it stays in front of the verdict: the notebook's status comes from it.
@@ -1081,6 +1081,8 @@ def _verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run
                 lines.append(f"    - {problem}")
             if check.mistake:
                 lines.append(f"    likely mistake: {check.mistake}")
+            lines += [f"    relation: {fact}" for fact in check.relations[:2]]
+            lines += [f"    hint: {hint}" for hint in check.hints[:2]]
     summary = (f"Exercise {number}: {len(passed)} of {len(checks)} checks passed "
                "(checked by the grader on inputs drawn for you).")
     stream = {"output_type": "stream", "name": "stdout",
@@ -1088,7 +1090,7 @@ def _verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run
     outputs = [from_dict(stream)]
     if len(passed) != len(checks):
         first = next(c for c in checks if not c.passed)
-        message = first.mistake or (first.problems[0] if first.problems else "a check failed")
+        message = first.mistake or (first.relations or first.problems or ["a check failed"])[0]
         outputs.append(from_dict(error_output(CHECK_ENAME, one_line(message, 300),
                                               f"Exercise {number} is not right yet: "
                                               + one_line(message, 300))))

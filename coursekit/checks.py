@@ -1,5 +1,9 @@
 """Checks for exercise test cells: each failure says what was expected, what was found and the likely mistake.
 
+A failure names a "likely mistake" only when the found value is one the test cell listed for
+that mistake (`mistakes=`); what a check guesses from the values alone (twice the expected
+value, all zeros, ...) and the test's own advice (`hint=`) are labelled "hint".
+
 A failing check raises `CheckFailed`, an AssertionError that IPython shows as its message alone
 (the likely mistake right under the first line), without the frames of this module; nbgrader
 and Validate still see an error. Importing this module in a Jupyter kernel also installs
@@ -22,6 +26,7 @@ __all__ = ["check_tensor", "check_equal", "check_true", "check_is_none", "diagno
 _RED_BOLD = "\x1b[1;31m"
 _RESET = "\x1b[0m"
 _MISTAKE = "  likely mistake: "
+_HINT = "  hint: "
 
 
 def render_failure(message: str, where: str | None = None) -> list[str]:
@@ -29,8 +34,8 @@ def render_failure(message: str, where: str | None = None) -> list[str]:
     likely mistake, then the rest (expected, found, ...), then where the check is."""
     lines = message.rstrip().splitlines() or ["The check failed."]
     head, rest = lines[0], lines[1:]
-    mistakes = [line for line in rest if line.startswith(_MISTAKE)]
-    others = [line for line in rest if not line.startswith(_MISTAKE)]
+    mistakes = [line for line in rest if line.startswith((_MISTAKE, _HINT))]
+    others = [line for line in rest if not line.startswith((_MISTAKE, _HINT))]
     head, *more = _notebook.wrap(head)
     shown = [f"{_RED_BOLD}{head}{_RESET}", *more]
     for line in mistakes + others:
@@ -92,7 +97,8 @@ def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
 
 def diagnose(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
              atol: float = 1e-6, mistakes: Mapping[str, Any] | None = None) -> str | None:
-    """Return the likely mistake behind a wrong `found`, or None when nothing is recognised."""
+    """Return the likely mistake behind a wrong `found` (one of `mistakes`) or a hint read from
+    the values, or None when nothing is recognised; `known_mistake` tells which it was."""
     if found is None:
         return (f"{name} is None. If it is a .grad: did backward() run, and is the tensor a leaf? "
                 "A non-leaf keeps its gradient only after .retain_grad(), and a tensor "
@@ -125,7 +131,13 @@ def diagnose(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
     return None
 
 
-def _report(name: str, found: Any, expected: Any, hint: str | None) -> str:
+def known_mistake(diagnosis: str | None, mistakes: Mapping[str, Any] | None) -> bool:
+    """Whether `diagnosis` (from `diagnose`) names one of the test's own `mistakes`."""
+    return diagnosis is not None and diagnosis in (mistakes or {})
+
+
+def _report(name: str, found: Any, expected: Any, hint: str | None,
+            mistake: bool = False) -> str:
     lines = [f"{name} is not what was expected.",
              f"  expected: {expected!r}",
              f"  found:    {found!r}"]
@@ -134,7 +146,7 @@ def _report(name: str, found: Any, expected: Any, hint: str | None) -> str:
                       - _as_tensor(expected).to(torch.float64)).abs().max().item()
         lines.append(f"  largest difference: {difference:.4g}")
     if hint:
-        lines.append(f"  likely mistake: {hint}")
+        lines.append(f"{_MISTAKE if mistake else _HINT}{hint}")
     return "\n".join(lines)
 
 
@@ -148,15 +160,17 @@ def check_tensor(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
     """
     if not isinstance(found, torch.Tensor):
         diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
+        named = known_mistake(diagnosis, mistakes)
         if diagnosis is None:
             diagnosis = (f"{name} should be a torch.Tensor, not {type(found).__name__}. "
                          f"{hint or ''}").strip()
-        raise CheckFailed(_report(name, found, expected, diagnosis))
+        raise CheckFailed(_report(name, found, expected, diagnosis, named))
     expected_t = _as_tensor(expected)
     if _close(found.detach(), expected_t, rtol, atol):
         return
     diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
-    raise CheckFailed(_report(name, found, expected, diagnosis or hint))
+    raise CheckFailed(_report(name, found, expected, diagnosis or hint,
+                              known_mistake(diagnosis, mistakes)))
 
 
 def check_equal(name: str, found: Any, expected: Any, *, hint: str | None = None) -> None:

@@ -229,20 +229,6 @@ def clip_returns_none(tensor, low, high):
     return tensor.register_hook(clip), calls
 
 
-_SHARED_CALLS: list = []
-
-
-@mistake("03-ex2", "calls is one list shared by every call of clip_and_count (it was made "
-                   "outside the function), so two hooks count into the same list: create a "
-                   "new list inside clip_and_count.", replaces="clip_and_count")
-def clip_into_shared_list(tensor, low, high):
-    def clip(grad):
-        _SHARED_CALLS.append(int(((grad < low) | (grad > high)).sum()))
-        return grad.clamp(low, high)
-
-    return tensor.register_hook(clip), _SHARED_CALLS
-
-
 @mistake("03-ex2", "Entries equal to low or high were counted as clipped: count only the "
                    "entries strictly below low or strictly above high.",
          replaces="clip_and_count")
@@ -318,6 +304,14 @@ def sgd_small_model(sgd_in_backward, rng):
     ((x_in @ params[0] + params[1]).tanh().sum() * params[2]).backward()
     observed["parameters after backward"] = [p.detach().clone() for p in params]
     observed["their .grad after backward"] = [p.grad for p in params]
+    # The handles come in the order of the list given: removing the first one stops the
+    # first parameter of that list, and only it.
+    if isinstance(handles, list) and handles and _removable(handles[0]):
+        handles[0].remove()
+        before = [p.detach().clone() for p in params]
+        ((x_in @ params[0] + params[1]).tanh().sum() * params[2]).backward()
+        observed["which parameters moved after removing the first handle"] = [
+            not torch.equal(b, p.detach()) for b, p in zip(before, params)]
     return observed
 
 

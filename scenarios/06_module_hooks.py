@@ -99,6 +99,31 @@ def capture_when_forward_raises(capture_activation, rng):
     return _after_failure(capture_activation, _size(rng, 2, 6), rng)
 
 
+class _FailsBefore(nn.Module):
+    """A model whose forward pass raises before its first layer runs."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.first = nn.Linear(width, width)
+
+    def forward(self, x):
+        raise ValueError("this forward pass fails before its first layer")
+
+
+@scenario("06-ex1", uses=["capture_activation"],
+          title="a forward pass that raises before the captured layer")
+def capture_when_forward_raises_early(capture_activation, rng):
+    width = _size(rng, 2, 6)
+    failing = _randomise(_FailsBefore(width), rng)
+    try:
+        capture_activation(failing, failing.first, torch.randn(1, width, generator=rng))
+        reached = None
+    except Exception as err:  # noqa: BLE001 (which error reaches the caller is observed)
+        reached = type(err).__name__
+    return {"error that reached the caller": reached,
+            "hooks left after the forward pass raised": _forward_hooks_left(failing)}
+
+
 @mistake("06-ex1", "The activation shows the in-place ReLU's change: the hook kept a reference "
                    "to the output (output or output.detach() share its memory), or copied it only "
                    "after model(x) returned. Store output.detach().clone() inside the hook.",
@@ -245,6 +270,21 @@ def count_single_layer(count_calls, rng):
     width = _size(rng, 2, 5)
     model = nn.Sequential(nn.Linear(width, width))
     return {"counts": count_calls(model, torch.randn(1, width, generator=rng))}
+
+
+@scenario("06-ex2", uses=["count_calls"], title="a model that already has a hook of its own")
+def count_keeps_other_hooks(count_calls, rng):
+    width = _size(rng, 2, 4)
+    model = _randomise(_Tower(width, _size(rng, 1, 3), _size(rng, 2, 5)), rng)
+    x = torch.randn(_size(rng, 1, 3), width, generator=rng)
+    fired = []
+    own = model.head.register_forward_hook(lambda module, args, output: fired.append(1))
+    counts = count_calls(model, x)
+    during = len(fired)
+    model(x)
+    own.remove()
+    return {"counts": counts, "a hook registered before count_calls ran during it": during > 0,
+            "and still runs after it": len(fired) > during}
 
 
 @mistake("06-ex2", "Nested modules are missing: named_children() lists only the direct children. "

@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.runner.observe import load_module, run_scenarios
-from autograder.verdicts import Check, judge, read_outcome
+from autograder.verdicts import Check, ScenarioRun, judge_exercise, read_outcome
 from coursekit.scenarios import collect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,13 +99,14 @@ def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list
     assert runs, f"no scenario for {exercise}"
     reference = run_scenarios(module, reference_namespace(lesson), runs, mistakes=True)
     student = run_scenarios(sandbox_module(lesson), namespace, runs)
-    known = [m for m in mistakes]
-    checks = []
+    known = [m for m in mistakes if m.exercise == exercise]
     by_name = {s.name: s for s in scenarios}
+    runs_judged = []
     for name, seed in runs:
         key = f"{name}/{seed}"
-        wrong = [(m, read_outcome(reference[f"{key}/mistake/{i}"]))
-                 for i, m in enumerate(known) if f"{key}/mistake/{i}" in reference]
-        checks.append(judge(by_name[name], read_outcome(reference[key]),
-                            read_outcome(student[key]), wrong))
-    return checks
+        wrong = [(m, read_outcome(reference[f"{key}/mistake/{i}"])
+                  if f"{key}/mistake/{i}" in reference else None)
+                 for i, m in enumerate(mistakes) if m in known]
+        runs_judged.append(ScenarioRun(by_name[name], read_outcome(reference[key]),
+                                       read_outcome(student[key]), wrong))
+    return judge_exercise(runs_judged)

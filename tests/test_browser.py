@@ -254,7 +254,7 @@ def test_student_goes_from_the_start_page_through_lesson_01_to_lesson_02(page, s
     lab_page.scroll_to_top(cells.nth(first_answer))
     screenshot(page, "student-02-run-all-unanswered")
 
-    # 3. A wrong answer: the check's message is the first line, the likely mistake the next.
+    # 3. A wrong answer: the check's message is the first line, the hint the next.
     test_cell = cells.nth(first_test)
     lab_page.replace_cell_source(page, cells.nth(first_answer), _doubled(solutions[answer_id]))
     before = lab_page.execution_count(test_cell)
@@ -263,7 +263,7 @@ def test_student_goes_from_the_start_page_through_lesson_01_to_lesson_02(page, s
     lab_page.wait_for_run(page, test_cell, before, "the test cell after a wrong answer")
     lines = _lines(test_cell)
     assert re.fullmatch(r"\S.* is not what was expected\.", lines[0]), lines
-    assert lines[1].startswith("  likely mistake: ") and "twice the expected value" in lines[1]
+    assert lines[1].startswith("  hint: ") and "twice the expected value" in lines[1]
     assert not any("Traceback" in line or "checks.py" in line for line in lines)
     lab_page.scroll_to_top(test_cell)
     docs_image(test_cell, "failing-check.png")

@@ -247,10 +247,12 @@ def test_every_exercise_has_enough_variants(lesson):
     problems = []
     for exercise in references(lesson):
         mine = [v for v in listed if v["exercise"] == exercise]
-        named = [v for v in mine if v["expect"] == "fail" and v.get("mistake")]
+        named = [v for v in mine if v["expect"] == "fail"
+                 and (v.get("mistake") or v.get("relation"))]
         valid = [v for v in mine if v["expect"] == "pass"]
         if len(named) < MIN_WRONG:
             problems.append(f"{exercise} has {len(named)} wrong answers with a named mistake "
+                            "or relation "
                             f"in tests/variants/{lesson}.py; it needs at least {MIN_WRONG}")
         if len(valid) < MIN_VALID:
             problems.append(f"{exercise} has {len(valid)} valid alternatives in "
@@ -351,6 +353,7 @@ class Graded:
     cell_text: str  # the autograded test cell's outputs, as text
     feedback_text: str  # the feedback page's outputs under this test cell
     mistakes: list[str]  # "likely mistake" lines of the test cell
+    relations: list[str]  # "relation" lines of the test cell
 
 
 def _student(r: int) -> str:
@@ -387,11 +390,11 @@ def _feedback_outputs(page: str, grade_id: str) -> str:
     return _page_text(page[outputs:end]) if outputs >= 0 else ""
 
 
-def grade_rounds(tmp: Path, names: list[str], secret: str = SECRET
+def grade_rounds(tmp: Path, names: list[str], secret: str = SECRET, jobs: int = 2
                  ) -> dict[tuple[str, str, str], Graded]:
-    """Grade every round of the lessons `names` with one `python -m autograder grade` in a
-    copy of the course at `tmp` whose secret is `secret`; return (student, lesson, exercise)
-    -> Graded."""
+    """Grade every round of the lessons `names` with one `python -m autograder grade` (with
+    `jobs` workers) in a copy of the course at `tmp` whose secret is `secret`; return
+    (student, lesson, exercise) -> Graded."""
     from autograder.demo import Lessons, _write
 
     root = tmp / "course"
@@ -417,7 +420,7 @@ def grade_rounds(tmp: Path, names: list[str], secret: str = SECRET
     out = tmp / "out"
     done = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out),
-         "--course-root", str(root), "--jobs", "2", "--lessons", *plans],
+         "--course-root", str(root), "--jobs", str(jobs), "--lessons", *plans],
         capture_output=True, text=True, env=dict(os.environ, CI="true"), timeout=1200)
     assert done.returncode == 0, done.stdout + done.stderr
     return read_graded(root, out, plans)
@@ -456,7 +459,8 @@ def read_graded(root: Path, out: Path, plans: dict[str, list[Round]]
                     results[(student, lesson, exercise)] = Graded(
                         student, lesson, row["status"], float(row["score"]), score, max_score,
                         determine_grade(cell)[0], text, _feedback_outputs(page, grade_id),
-                        re.findall(r"likely mistake: (.+)", text))
+                        re.findall(r"likely mistake: (.+)", text),
+                        re.findall(r"relation: (.+)", text))
     finally:
         gradebook.close()
     return results
@@ -525,3 +529,10 @@ def test_variant_through_the_grading_command(graded, case):
             f"expected a mistake naming {phrase!r} {where}, got {got.mistakes}:\n{got.cell_text}"
         assert phrase.lower() in got.feedback_text.lower(), \
             f"the feedback page does not name {phrase!r} under {exercise}-test {where}"
+    phrase = answer.variant.get("relation")
+    if phrase:
+        assert any(phrase.lower() in m.lower() for m in got.relations), \
+            f"expected a relation saying {phrase!r} {where}, got {got.relations}:\n" \
+            f"{got.cell_text}"
+        assert phrase.lower() in got.feedback_text.lower(), \
+            f"the feedback page does not say {phrase!r} under {exercise}-test {where}"

@@ -96,6 +96,10 @@ def test_variant(lesson, variant):
         named = [c.mistake for c in failed if c.mistake]
         assert any(variant["mistake"].lower() in m.lower() for m in named), \
             f"expected a mistake naming {variant['mistake']!r}, got {named}"
+    if variant.get("relation"):
+        measured = [r for c in failed for r in c.relations]
+        assert any(variant["relation"].lower() in r.lower() for r in measured), \
+            f"expected a relation saying {variant['relation']!r}, got {measured}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -56,11 +56,30 @@ def test_no_text_of_the_report_is_quoted(report, visible):
         assert piece not in text, text
 
 
+@pytest.mark.parametrize("message", [
+    "The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 0 "
+    + SECRET,
+    "zeros_like(): argument 'input' (position 1) must be Tensor, not NoneType" + SECRET,
+    "random_points(): argument 'input' (position 1) must be Tensor, not NoneType",
+    "expected Variable, but hook returned 'random_points'",
+    "Trying to backward through the graph a second time. LEAK " + SECRET])
+def test_text_shaped_like_torch_s_messages_carries_nothing_more(message):
+    """A visible check quotes a message only when it is one of torch's or Python's, whose
+    variable parts are small numbers and type names; text around it, or a name the answer
+    chose where torch puts a function's or a type's, is not quoted."""
+    text = _problems({"raised": "RuntimeError", "message": message}, visible=True)
+    for piece in ("random_points", "randn", "LEAK"):
+        assert piece not in text, text
+
+
 def test_an_honest_failure_is_still_described():
     hidden = _problems({"raised": "TypeError", "message": "bad operand"}, visible=False)
-    assert hidden == "the answer raised TypeError on these inputs", hidden
-    visible = _problems({"raised": "ZeroDivisionError", "message": "division"}, visible=True)
-    assert visible.startswith("the answer raised ZeroDivisionError on the test cell's inputs")
+    assert hidden == "your code raised TypeError", hidden
+    visible = _problems({"raised": "ZeroDivisionError", "message": "division by zero"},
+                        visible=True)
+    assert visible == "your code raised ZeroDivisionError: division by zero", visible
+    own = _problems({"raised": "ValueError", "message": "my own words"}, visible=True)
+    assert own == "your code raised ValueError", own
     own = _problems({"raised": "MyError", "message": ""}, visible=False)
     assert "an exception of its own class" in own and "MyError" not in own
     wrong = _problems({"observations": {
@@ -122,3 +141,244 @@ def test_an_integer_too_large_for_a_float_is_a_malformed_report():
     with pytest.raises(ReportError):
         read_outcome({"observations": {"x.grad": {"__tensor__": {
             "dtype": "int64", "shape": [1], "data": [10 ** 400]}}}})
+
+
+# --------------------------------------------------------------------------------------------
+# What a failing check says when no known mistake matched: the measured relation
+
+from autograder.verdicts import Outcome, ScenarioRun, judge_exercise, relate  # noqa: E402
+from coursekit.scenarios import Mistake  # noqa: E402
+
+
+def _t(shape: list[int], data: list, dtype: str = "float32"):
+    return read_outcome({"observations": {"v": {"__tensor__": {
+        "dtype": dtype, "shape": shape, "data": data}}}}).observations["v"]
+
+
+def _fact(expected, found, visible: bool = False) -> str:
+    relation = relate(expected, found, 1e-5, 1e-6, "x.grad", visible)
+    assert relation is not None, "no relation found"
+    return relation[0]
+
+
+E = _t([4], [1.0, -2.0, 3.5, 0.25])
+
+
+@pytest.mark.parametrize("factor,words", [
+    (2.0, "twice the expected values (×2)"), (3.0, "three times the expected values (×3)"),
+    (5.0, "5 times the expected values (×5)"), (0.5, "half the expected values (×1/2)"),
+    (0.25, "1/4 of the expected values (×1/4)"),
+    (-1.0, "sign flipped"), (-2.0, "twice the expected values, with the sign flipped (×-2)")])
+def test_a_constant_factor_is_named(factor, words):
+    assert words in _fact(E, _t([4], [factor * x for x in E.data]))
+
+
+def test_a_factor_that_is_no_small_whole_number_is_not_quoted_on_a_hidden_check():
+    found = _t([4], [1.37 * x for x in E.data])
+    assert _fact(E, found) == "x.grad is the expected values times one constant factor"
+    assert "1.37" in _fact(E, found, visible=True)
+    many = _t([4], [40.0 * x for x in E.data])  # a whole factor past 10: a number, not quoted
+    assert "40" not in _fact(E, many) and "40" in _fact(E, many, visible=True)
+
+
+def test_an_additive_constant_is_named_without_its_value_on_a_hidden_check():
+    found = _t([4], [x + 0.75 for x in E.data])
+    assert _fact(E, found) == "x.grad is the expected values shifted by one constant"
+    assert "(+0.75)" in _fact(E, found, visible=True)
+    counts = _t([3], [3, 5, 1], "int64")
+    assert "one more than expected (off by one)" in _fact(counts, _t([3], [4, 6, 2], "int64"))
+
+
+def test_transposed():
+    expected = _t([2, 3], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert "transposed" in _fact(expected, _t([3, 2], [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]))
+    square = _t([2, 2], [1.0, 2.0, 3.0, 4.0])
+    assert "transposed" in _fact(square, _t([2, 2], [1.0, 3.0, 2.0, 4.0]))
+
+
+def test_reversed_shifted_and_permuted():
+    assert "reverse order" in _fact(E, _t([4], list(reversed(E.data))))
+    rolled = _t([4], [9.0] + E.data[:3])
+    assert "shifted by one position" in _fact(E, rolled)
+    permuted = _t([4], [E.data[1], E.data[0], E.data[3], E.data[2]])
+    assert "the right values in another order" in _fact(E, permuted)
+
+
+def test_zeros_none_and_nan():
+    assert _fact(E, _t([4], [0.0] * 4)) == "x.grad is all zeros"
+    assert _fact(E, None) == "x.grad is None where a float32 tensor was expected"
+    assert _fact(E, _t([4], [1.0, {"__float__": "nan"}, 3.5, 0.25])) == "x.grad holds NaN"
+    mask = _t([4], [0.0, -2.0, 0.0, 0.25])  # zero where it should not be
+    assert "zero in some entries that should not be" in _fact(E, mask)
+    frozen = _t([3], [0.0, 2.0, 0.0])  # the mask the wrong way round
+    assert "zero where the expected values are not" in _fact(frozen, _t([3], [1.0, 0.0, 3.0]))
+
+
+def test_detached():
+    assert "detached" in relate(True, False, 0, 0, "y.requires_grad", False)[0]
+    detached = read_outcome({"raised": "RuntimeError", "message": "element 0 of tensors does "
+                             "not require grad and does not have a grad_fn"})
+    check = judge_exercise([ScenarioRun(_scenario(False), _reference(), detached)])[0]
+    assert any("detached" in r for r in check.relations), check.relations
+
+
+def test_dtype_broadcast_shape_and_a_list_for_a_dict():
+    assert _fact(E, _t([4], E.data, "float64")) == \
+        "x.grad has the right values as float64, float32 was expected"
+    ints = _t([2], [1, 2], "int64")
+    assert "as float32, int64 was expected" in _fact(ints, _t([2], [1.0, 2.0]))
+    column = _t([3], [1.0, 2.0, 3.0])
+    assert "broadcasting" in _fact(column, _t([3, 3], [1.0] * 9))
+    assert "size 1 added or missing" in _fact(column, _t([3, 1], [1.0, 2.0, 3.0]))
+    assert "a list of the right values where a dict" in _fact({"a": 1.0, "b": 2.0}, [1.0, 2.0])
+
+
+def test_the_first_call_right_and_a_later_one_wrong():
+    assert "first item is right, a later one is not" in _fact([3, 3], [3, 4])
+    per_pass = [_t([2], [1.0, 2.0]), _t([2], [1.0, 2.0])]
+    running = [_t([2], [1.0, 2.0]), _t([2], [2.0, 4.0])]
+    assert "accumulated" in _fact(per_pass, running)
+    assert "more items before the expected ones" in _fact([3, 1], [2, 3, 1])
+    assert "then more after them" in _fact([3], [3, 2])
+
+
+def _run(visible: bool, expected: float, found: float, name: str = "random_points",
+         mistakes=()) -> ScenarioRun:
+    scenario = Scenario(exercise="01-ex1", name=name, func=lambda answer, rng: {},
+                        uses=("f",), visible=visible)
+    return ScenarioRun(scenario, read_outcome({"observations": {"y": expected}}),
+                       read_outcome({"observations": {"y": found}}), list(mistakes))
+
+
+def test_right_on_the_visible_example_and_wrong_elsewhere():
+    checks = judge_exercise([_run(True, 2.0, 2.0, "example"), _run(False, 5.0, 7.3)])
+    assert checks[0].passed and not checks[1].passed
+    assert "right on the test cell's example, wrong on these inputs" in checks[1].relations
+    # Returning the visible example's value whatever the inputs is said as such.
+    checks = judge_exercise([_run(True, 2.0, 2.0, "example"), _run(False, 5.0, 2.0)])
+    assert "y is the test cell example's value, whatever the inputs" in checks[1].relations
+
+
+def _mistake(message: str = "the known mistake") -> Mistake:
+    return Mistake("01-ex1", message, lambda: None, "f")
+
+
+def _o(value: float) -> Outcome:
+    return read_outcome({"observations": {"y": value}})
+
+
+def test_a_mistake_matched_on_every_scenario_where_it_differs_is_named():
+    wrong = _mistake()
+    runs = [_run(True, 2.0, 4.0, "example", [(wrong, _o(4.0))]),
+            _run(False, 5.0, 10.0, "a", [(wrong, _o(10.0))]),
+            _run(False, 0.0, 0.0, "b", [(wrong, _o(0.0))])]  # the mistake is right here
+    checks = judge_exercise(runs)
+    assert [c.mistake for c in checks] == ["the known mistake", "the known mistake", None]
+    assert not checks[0].relations  # a named mistake is said alone
+
+
+def test_a_mistake_matched_on_one_scenario_but_not_another_is_not_named():
+    wrong = _mistake()
+    runs = [_run(True, 2.0, 4.0, "example", [(wrong, _o(4.0))]),   # matches here
+            _run(False, 5.0, 15.0, "a", [(wrong, _o(10.0))])]      # not here
+    checks = judge_exercise(runs)
+    assert [c.mistake for c in checks] == [None, None]
+    assert "twice" in checks[0].relations[0] and "three times" in checks[1].relations[0]
+
+
+def test_a_mistake_that_raised_is_not_named_on_a_coincidence_of_types():
+    wrong = _mistake()
+    raised = read_outcome({"raised": "TypeError", "message": ""})
+    runs = [ScenarioRun(_scenario(True), _reference(), raised, [(wrong, raised)]),
+            _run(False, 5.0, 6.0, "a", [(wrong, read_outcome({"raised": "TypeError"}))])]
+    checks = judge_exercise(runs)
+    assert [c.mistake for c in checks] == [None, None]
+
+
+def test_a_mistake_without_an_outcome_on_some_scenario_is_not_named():
+    wrong = _mistake()
+    runs = [_run(True, 2.0, 4.0, "example", [(wrong, _o(4.0))]),
+            _run(False, 5.0, 10.0, "a", [(wrong, None)])]
+    assert [c.mistake for c in judge_exercise(runs)] == [None, None]
+
+
+def test_a_mistake_not_applicable_to_a_scenario_is_judged_on_the_others():
+    wrong = _mistake()
+    runs = [_run(True, 2.0, 4.0, "example", [(wrong, _o(4.0))]),
+            _run(False, 5.0, 7.0, "a", [(wrong, read_outcome({"raised": "NotApplicable"}))])]
+    assert [c.mistake for c in judge_exercise(runs)] == ["the known mistake", None]
+
+
+# --------------------------------------------------------------------------------------------
+# What the student's code raised
+
+def test_the_message_and_line_are_shown_on_a_visible_check_only():
+    report = {"raised": "RuntimeError", "line": 4, "cell": 7,
+              "message": "Subtraction, the `-` operator, with a bool tensor is not supported. "
+                         "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                         "operator instead.\n(more lines)"}
+    visible = _problems(report, visible=True)
+    assert visible == ("your code raised RuntimeError: Subtraction, the `-` operator, with a "
+                       "bool tensor is not supported. If you are trying to invert a mask, use "
+                       "the `~` or `logical_not()` operator instead. (line 4 of your cell "
+                       "In [7])"), visible
+    hidden = _problems(report, visible=False)
+    assert hidden == "your code raised RuntimeError (line 4 of your cell In [7])", hidden
+    shapes = {"raised": "RuntimeError", "message": "mat1 and mat2 shapes cannot be multiplied "
+                                                   "(2x3 and 2x3)"}
+    assert _problems(shapes, visible=True).endswith("cannot be multiplied (2x3 and 2x3)")
+    assert "2x3" not in _problems(shapes, visible=False)
+
+
+def test_the_message_is_quoted_once_per_exercise():
+    raised = read_outcome({"raised": "IndexError", "message": "list index out of range"})
+    first = ScenarioRun(_scenario(True), _reference(), raised)
+    second = ScenarioRun(Scenario("01-ex1", "again", lambda answer, rng: {}, ("cube_grad",),
+                                  visible=True), _reference(), raised)
+    checks = judge_exercise([first, second])
+    assert checks[0].problems[0] == "your code raised IndexError: list index out of range"
+    assert checks[1].problems[0] == "your code raised IndexError"
+
+
+@pytest.mark.parametrize("line", [0, -3, 10 ** 6, True, "4", 2.5])
+def test_a_line_number_that_is_not_a_small_number_is_dropped(line):
+    outcome = read_outcome({"raised": "TypeError", "message": "", "line": line, "cell": line})
+    assert outcome.line is None and outcome.cell is None
+
+
+def test_a_list_of_counts_that_are_all_zero():
+    assert _fact([3, 3], [0, 0]) == "x.grad holds only zeros"
+
+
+def test_items_that_are_all_the_same_where_the_expected_ones_differ():
+    assert "every item is the same" in _fact([_t([2], [1.0, 0.0]), _t([2], [0.0, 1.0])],
+                                             [_t([2], [5.0, 5.0]), _t([2], [5.0, 5.0])])
+
+
+def test_a_dict_whose_entries_are_all_the_same():
+    assert "every entry is the same" in _fact({"a": 1, "b": 2, "c": 0}, {"a": 1, "b": 1, "c": 1})
+
+
+def test_a_factor_of_one_number_comes_without_a_hint():
+    assert relate(2, 1, 0, 0, "counts['act']", False) == \
+        ("counts['act'] is half the expected value (×1/2)", None)
+
+
+def test_the_sandbox_reports_the_line_of_the_student_s_cell():
+    """run_one (in the sandbox) reports where in a notebook cell the answer raised: IPython
+    names a cell's code <ipython-input-N-...>, N its execution count."""
+    from autograder.runner.observe import run_one
+
+    namespace: dict = {}
+    exec(compile("def answer(x):\n    y = x + 1\n    return y / 0\n",  # noqa: S102
+                 "<ipython-input-7-0123abcd>", "exec"), namespace)
+
+    def scenario(answer, rng):
+        return {"y": answer(1.0)}
+
+    report = run_one(scenario, ("answer",), namespace, seed=1)
+    assert report["raised"] == "ZeroDivisionError"
+    assert (report["line"], report["cell"]) == (3, 7)
+    outcome = read_outcome(report)
+    assert outcome_problems(_scenario(True), _reference(), outcome) == [
+        "your code raised ZeroDivisionError: float division by zero (line 3 of your cell In [7])"]

@@ -8,6 +8,7 @@ compares these outcomes with the reference's in its own process (`autograder.ver
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from coursekit.scenarios import ObservationError, collect, encode, generator
@@ -37,12 +38,13 @@ def run_one(func, uses: tuple[str, ...], namespace: dict, seed: int,
     try:
         result = func(**kwargs, rng=generator(seed))
     except (Exception, SystemExit) as err:  # any failure of the answer is an outcome
-        name = type(err).__name__
+        name, where = type(err).__name__, _cell_line(sys.exc_info()[2])
         try:
             message = str(err)[:300]
         except BaseException:  # noqa: BLE001 (a student's exception whose str() raises)
             message = ""
-        return {"raised": name if name.isidentifier() else "Exception", "message": message}
+        return {"raised": name if name.isidentifier() else "Exception", "message": message,
+                **where}
     if not isinstance(result, dict):
         return {"unreportable": f"the scenario returned {type(result).__name__}, not a dict"}
     try:
@@ -51,6 +53,18 @@ def run_one(func, uses: tuple[str, ...], namespace: dict, seed: int,
         return {"unreportable": str(err)}
     except BaseException as err:  # noqa: BLE001 (a tensor subclass that breaks tolist, ...)
         return {"unreportable": f"{type(err).__name__} while reading the results"}
+
+
+def _cell_line(tb) -> dict:
+    """{"line": n, "cell": k}: the innermost frame of a notebook cell (IPython names its code
+    <ipython-input-k-...>) in a traceback; {} when none is."""
+    found: dict = {}
+    while tb is not None:
+        parts = tb.tb_frame.f_code.co_filename.split("-")
+        if parts[0] == "<ipython" and len(parts) > 2 and parts[2].isdigit():
+            found = {"line": tb.tb_lineno, "cell": int(parts[2])}
+        tb = tb.tb_next
+    return found
 
 
 def run_scenarios(module: dict, namespace: dict, runs: list[tuple[str, int]],

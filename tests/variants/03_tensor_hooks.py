@@ -1,8 +1,9 @@
 """Answers to lesson 03's exercises that the grader must fail (naming the mistake) or pass.
 
 Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
-phrase that the feedback's named mistake must contain (None: any failure will do), and the
-source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+phrase that the feedback's named mistake must contain (None: any failure will do) or a phrase
+of the relation it must state (`relation=`), and the source that replaces the answer cell.
+tests/test_scenarios.py runs them in-process.
 """
 
 VARIANTS = [
@@ -35,7 +36,8 @@ def freeze_entries(param, mask):
 def freeze_entries(param, mask):
     param.register_hook(lambda grad: grad.masked_fill(mask, 0.0))
 '''),
-    dict(exercise="03-ex1", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="03-ex1", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="another shape than the one it received", source='''
 def freeze_entries(param, mask):
     return param.register_hook(lambda grad: torch.tensor([[0.0, 0.0], [2.0, 2.0], [0.0, 3.0]]))
 '''),
@@ -90,7 +92,8 @@ def clip_and_count(tensor, low, high):
         clipped = torch.clamp(grad, low, high)
     return tensor.register_hook(clip), calls
 '''),
-    dict(exercise="03-ex2", name="shared-global-list", expect="fail", mistake="shared by every call",
+    dict(exercise="03-ex2", name="shared-global-list", expect="fail", mistake=None,
+         relation="more items before the expected ones",
          source='''
 calls = []
 
@@ -116,7 +119,8 @@ def clip_and_count(tensor, low, high):
         return grad.clamp(low, high)
     return tensor.register_hook(clip), calls
 '''),
-    dict(exercise="03-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="03-ex2", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
 def clip_and_count(tensor, low, high):
     calls = []
     def clip(grad):
@@ -159,13 +163,24 @@ def sgd_in_backward(params, lr):
         handles.append(param.register_hook(hook))
     return handles
 '''),
-    dict(exercise="03-ex3", name="late-binding-lambda", expect="fail", mistake="TypeError",
+    dict(exercise="03-ex3", name="late-binding-closure", expect="fail", mistake="TypeError",
          source='''
 def sgd_in_backward(params, lr):
     handles = []
     for param in params:
+        def step(_):
+            param.add_(param.grad, alpha=-lr)
+            param.grad = None
+        handles.append(param.register_post_accumulate_grad_hook(step))
+    return handles
+'''),
+    dict(exercise="03-ex3", name="lambda-returns-a-tuple", expect="fail", mistake=None,
+         relation="a hook returned a value", source='''
+def sgd_in_backward(params, lr):
+    handles = []
+    for param in params:
         handles.append(param.register_post_accumulate_grad_hook(
-            lambda p: (param.sub_(lr * param.grad), setattr(param, "grad", None))))
+            lambda p: (p.sub_(lr * p.grad), setattr(p, "grad", None))))
     return handles
 '''),
     dict(exercise="03-ex3", name="rebinds", expect="fail", mistake="did not move", source='''
@@ -183,7 +198,8 @@ def sgd_in_backward(params, lr):
     for p in params:
         p.register_post_accumulate_grad_hook(step)
 '''),
-    dict(exercise="03-ex3", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="03-ex3", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
 def sgd_in_backward(params, lr):
     def step(param):
         with torch.no_grad():
@@ -199,6 +215,63 @@ def sgd_in_backward(params, lr):
             param.data -= lr * param.grad.data
             param.grad = None
         handles.append(param.register_post_accumulate_grad_hook(step))
+    return handles
+'''),
+    # ------------------------------------------------ more slips of each exercise (issue 22)
+    dict(exercise="03-ex1", name="keeps-masked-entries", expect="fail", mistake="wrong way round",
+         source='''
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: grad * mask.float())
+'''),
+    dict(exercise="03-ex1", name="zeroes-everything", expect="fail", mistake=None,
+         relation="all zeros", source='''
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: torch.zeros_like(grad))
+'''),
+    dict(exercise="03-ex1", name="multiplies-in-place", expect="fail", mistake="in place",
+         source='''
+def freeze_entries(param, mask):
+    return param.register_hook(lambda grad: grad.mul_(~mask))
+'''),
+    dict(exercise="03-ex2", name="counts-after-clamping", expect="fail", mistake=None,
+         relation="holds only zeros", source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        clipped = grad.clamp(low, high)
+        calls.append(int(((clipped < low) | (clipped > high)).sum()))
+        return clipped
+    return tensor.register_hook(clip), calls
+'''),
+    dict(exercise="03-ex3", name="zeroes-grad-instead-of-none", expect="fail", mistake=None,
+         relation="should be None", source='''
+def sgd_in_backward(params, lr):
+    def step(param):
+        with torch.no_grad():
+            param -= lr * param.grad
+        param.grad.zero_()
+    return [p.register_post_accumulate_grad_hook(step) for p in params]
+'''),
+    dict(exercise="03-ex3", name="no-grad-block", expect="pass", mistake=None, source='''
+def sgd_in_backward(params, lr):
+    handles = []
+    for p in params:
+        def step(param):
+            with torch.no_grad():
+                param -= lr * param.grad
+            param.grad = None
+        handles.append(p.register_post_accumulate_grad_hook(step))
+    return handles
+'''),
+    dict(exercise="03-ex3", name="handles-reversed", expect="fail", mistake=None,
+         relation="the right items in", source='''
+def sgd_in_backward(params, lr):
+    def step(param):
+        param.add_(param.grad, alpha=-lr)
+        param.grad = None
+    handles = []
+    for param in params:
+        handles.insert(0, param.register_post_accumulate_grad_hook(step))
     return handles
 '''),
 ]

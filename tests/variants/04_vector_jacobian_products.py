@@ -1,8 +1,9 @@
 """Answers to lesson 04's exercises that the grader must fail (naming the mistake) or pass.
 
 Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
-phrase that the feedback's named mistake must contain (None: any failure will do), and the
-source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+phrase that the feedback's named mistake must contain (None: any failure will do) or a phrase
+of the relation it must state (`relation=`), and the source that replaces the answer cell.
+tests/test_scenarios.py runs them in-process.
 """
 
 VARIANTS = [
@@ -51,6 +52,7 @@ def vector_jacobian_product(f, x, v):
     return x.grad
 '''),
     dict(exercise="04-ex1", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="the test cell example's value",
          source='''
 def vector_jacobian_product(f, x, v):
     return torch.tensor([5.0, 5.0, -3.0])
@@ -106,6 +108,7 @@ def jacobian_row(f, x, i):
     return jacobian(f, x)[i]
 '''),
     dict(exercise="04-ex2", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="reverse passes through f (two calls) is 0",
          source='''
 def jacobian_row(f, x, i):
     rows = {2: [1.0, 0.0, -1.0], 0: [2.0, 1.0, 0.0], 1: [2.0, -2.0, 4.0]}
@@ -164,6 +167,7 @@ def jacobian_column(f, x, j):
     return jacfwd(f)(x)[:, j]
 '''),
     dict(exercise="04-ex3", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="forward-mode passes through f is 0",
          source='''
 def jacobian_column(f, x, j):
     if len(f(x)) == 2:
@@ -247,7 +251,8 @@ def vjps_from_one_forward(f, x, vs):
         rows.append(leaf.grad)
     return torch.stack(rows)
 '''),
-    dict(exercise="04-ex4", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="04-ex4", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="the test cell example's value", source='''
 def vjps_from_one_forward(f, x, vs):
     f(x)
     return torch.tensor([[0.0, 4.0, 0.0], [4.0, 4.0, -4.0]])
@@ -271,5 +276,64 @@ def vjps_from_one_forward(f, x, vs):
     leaf = x.detach().clone().requires_grad_()
     (rows,) = torch.autograd.grad(f(leaf), leaf, vs, is_grads_batched=True)
     return rows
+'''),
+    # ------------------------------------------------ more slips of each exercise (issue 22)
+    dict(exercise="04-ex1", name="returns-the-scalar", expect="fail", mistake=None,
+         relation="a dimension is missing", source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.detach().clone().requires_grad_()
+    return (f(leaf) * v).sum()
+'''),
+    dict(exercise="04-ex1", name="backward-of-weighted-sum", expect="pass", mistake=None,
+         source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.detach().clone().requires_grad_()
+    (f(leaf) * v).sum().backward()
+    return leaf.grad
+'''),
+    dict(exercise="04-ex2", name="ones-like-typo", expect="fail", mistake="sum of all rows",
+         source='''
+def jacobian_row(f, x, i):
+    leaf = x.detach().clone().requires_grad_()
+    output = f(leaf)
+    one_hot = torch.ones_like(output)
+    one_hot[i] = 1.0
+    output.backward(one_hot)
+    return leaf.grad
+'''),
+    dict(exercise="04-ex2", name="one-hot-like-x", expect="fail", mistake=None,
+         relation="another shape than the output", source='''
+def jacobian_row(f, x, i):
+    leaf = x.detach().clone().requires_grad_()
+    one_hot = torch.zeros_like(x)
+    one_hot[i] = 1.0
+    f(leaf).backward(one_hot)
+    return leaf.grad
+'''),
+    dict(exercise="04-ex3", name="tangent-like-output", expect="fail", mistake=None,
+         relation="another shape than the input", source='''
+def jacobian_column(f, x, j):
+    tangent = torch.zeros_like(f(x))
+    tangent[j] = 1.0
+    return jvp(f, (x,), (tangent,))[1]
+'''),
+    dict(exercise="04-ex3", name="returns-the-output", expect="fail", mistake=None,
+         relation="every item is the same", source='''
+def jacobian_column(f, x, j):
+    tangent = torch.zeros_like(x)
+    tangent[j] = 1.0
+    return jvp(f, (x,), (tangent,))[0]
+'''),
+    dict(exercise="04-ex3", name="one-hot-function", expect="pass", mistake=None, source='''
+def jacobian_column(f, x, j):
+    tangent = torch.nn.functional.one_hot(torch.tensor(j), x.numel()).to(x.dtype)
+    return jvp(f, (x,), (tangent.reshape(x.shape),))[1]
+'''),
+    dict(exercise="04-ex4", name="one-backward-for-all-rows", expect="fail", mistake=None,
+         relation="another shape than the output", source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    f(leaf).backward(vs)
+    return leaf.grad
 '''),
 ]

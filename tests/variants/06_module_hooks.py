@@ -1,8 +1,9 @@
 """Answers to lesson 06's exercises that the grader must fail (naming the mistake) or pass.
 
 Each entry: the exercise, a short name, whether it must "pass" or "fail", for a failing one a
-phrase that the feedback's named mistake must contain (None: any failure will do), and the
-source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
+phrase that the feedback's named mistake must contain (None: any failure will do) or a phrase
+of the relation it must state (`relation=`), and the source that replaces the answer cell.
+tests/test_scenarios.py runs them in-process.
 """
 
 VARIANTS = [
@@ -90,6 +91,7 @@ def capture_activation(model, layer, x):
     return captured["input"]
 '''),
     dict(exercise="06-ex1", name="hard-coded-visible-values", expect="fail", mistake=None,
+         relation="is None where a string was expected",
          source='''
 def capture_activation(model, layer, x):
     return torch.tensor([[-1., 2., -2.5], [-1., -3., 1.5]])
@@ -192,6 +194,7 @@ def count_calls(model, x):
     return dict(counts)
 '''),
     dict(exercise="06-ex2", name="hard-coded-visible-values", expect="fail", mistake=None,
+         relation="the test cell example's value",
          source='''
 def count_calls(model, x):
     return {"inp": 1, "act": 2, "block": 3, "block.0": 3, "block.1": 3, "head": 1,
@@ -276,6 +279,7 @@ def block_gradient(module):
     module.register_full_backward_hook(hook)
 '''),
     dict(exercise="06-ex3", name="only-the-first-input", expect="fail", mistake=None,
+         relation="not zero in some entries that should be",
          source='''
 def block_gradient(module):
     def hook(module, grad_input, grad_output):
@@ -297,5 +301,71 @@ def block_gradient(module):
             blocked.append(None if grad is None else grad * 0.0)
         return tuple(blocked)
     return module.register_full_backward_hook(stop)
+'''),
+    # ------------------------------------------------ more slips of each exercise (issue 22)
+    dict(exercise="06-ex2", name="sets-one-instead-of-adding", expect="fail", mistake=None,
+         relation="half the expected value", source='''
+def count_calls(model, x):
+    counts = {name: 0 for name, _ in model.named_modules() if name}
+    def make_hook(name):
+        def hook(module, args, output):
+            counts[name] = 1
+        return hook
+    handles = [module.register_forward_hook(make_hook(name))
+               for name, module in model.named_modules() if name]
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return counts
+'''),
+    dict(exercise="06-ex2", name="counts-the-whole-model", expect="fail", mistake=None,
+         relation="every entry is the same", source='''
+def count_calls(model, x):
+    counts = {name: 0 for name, _ in model.named_modules() if name}
+    def hook(module, args, output):
+        for name in counts:
+            counts[name] += 1
+    handle = model.register_forward_hook(hook)
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return counts
+'''),
+    dict(exercise="06-ex3", name="zeros-like-grad-output", expect="fail", mistake=None,
+         relation="another shape than the one it received", source='''
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        return tuple(torch.zeros_like(grad) for grad in grad_output)
+    return module.register_full_backward_hook(hook)
+'''),
+    dict(exercise="06-ex1", name="hook-removes-itself", expect="fail", mistake=None,
+         relation="hooks left after the forward pass raised is one more", source='''
+def capture_activation(model, layer, x):
+    captured = {}
+    def hook(module, args, output):
+        captured["output"] = output.detach().clone()
+        handle.remove()
+    handle = layer.register_forward_hook(hook)
+    model(x)
+    return captured["output"]
+'''),
+    dict(exercise="06-ex2", name="clears-every-forward-hook", expect="fail", mistake=None,
+         relation="and still runs after it is False", source='''
+def count_calls(model, x):
+    counts = {name: 0 for name, _ in model.named_modules() if name}
+    def make_hook(name):
+        def hook(module, args, output):
+            counts[name] += 1
+        return hook
+    for name, module in model.named_modules():
+        if name:
+            module.register_forward_hook(make_hook(name))
+    model(x)
+    for module in model.modules():
+        module._forward_hooks.clear()
+    return counts
 '''),
 ]
