@@ -219,21 +219,6 @@ def collect_without_remove(named, loss):
     return grads
 
 
-_SHARED: dict = {}
-
-
-@mistake("02-ex2", "The dict is shared between calls (it was made outside the function), so "
-                   "one call returns the names of earlier calls too: create a new dict inside "
-                   "collect_gradients.", replaces="collect_gradients")
-def collect_into_shared_dict(named, loss):
-    handles = [tensor.register_hook(lambda grad, name=name: _SHARED.update({name: grad}))
-               for name, tensor in named.items()]
-    loss.backward()
-    for handle in handles:
-        handle.remove()
-    return _SHARED
-
-
 # ---------------------------------------------------------------- 02-ex3: chain_gradients
 
 @scenario("02-ex3", uses=["chain_gradients"], visible=True, title="the example of the test cell")

@@ -388,16 +388,6 @@ def float16_restores_float32(min_elements):
     return pack, lambda packed: packed[1].float(), counts
 
 
-_SHARED_COUNTS = {"received": 0, "stored": 0}
-
-
-@mistake("07-ex2", "The counts carry over from an earlier call: create a new counts dict inside "
-                   "float16_hooks, so that each call starts from 0.",
-         replaces="float16_hooks")
-def float16_shared_counts(min_elements):
-    return _float16_variant(min_elements, counter=_SHARED_COUNTS)
-
-
 # --------------------------------------------------------------- 07-ex3: attach_sgd_hooks
 
 def _flat(model):

@@ -113,7 +113,7 @@ def collect_gradients(named, loss):
     loss.backward()
     return grads
 '''),
-    dict(exercise="02-ex2", name="shared-dict", expect="fail", mistake="shared between calls",
+    dict(exercise="02-ex2", name="shared-dict", expect="fail", mistake=None, relation="expected entries, and more",
          source='''
 GRADS = {}
 

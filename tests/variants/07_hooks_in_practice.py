@@ -258,7 +258,7 @@ def float16_hooks(min_elements):
     return pack, unpack, counts
 '''),
     dict(exercise="07-ex2", name="counts-shared-between-calls", expect="fail",
-         mistake="carry over from an earlier call", source='''
+         mistake=None, relation="counts start at 0", source='''
 counts = {"received": 0, "stored": 0}
 
 def float16_hooks(min_elements):
