@@ -3,13 +3,14 @@
 Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
 
 Each answer is a `torch.autograd.Function` subclass; a scenario receives the class and calls
-`.apply`. It observes forward values, gradients, the tensor passed to `backward` (a backward
-must not change its `grad_output` in place), and `gradcheck` results as booleans
-(`raise_exception=False`).
+`.apply`. It observes forward values, gradients (second derivatives too, with
+`create_graph=True`), the tensor passed to `backward` (a backward must not change its
+`grad_output` in place), `gradcheck` and `gradgradcheck` results as booleans
+(`raise_exception=False`), and what `torch.func` transforms return, or which error they raise.
 """
 
 import torch
-from torch.autograd import Function, gradcheck
+from torch.autograd import Function, gradcheck, gradgradcheck
 
 from coursekit.scenarios import mistake, scenario
 
@@ -381,3 +382,190 @@ class ClipWithoutNone(Function):
     @staticmethod
     def backward(ctx, grad_output):
         return grad_output.clamp(-ctx.bound, ctx.bound)
+
+
+# --------------------------------------------------------------------- 05-ex4: Softplus
+
+def _attempt(compute):
+    """The value `compute()` returns, or which exception it raised (transforms refuse some
+    Functions: the refusal is an observation)."""
+    try:
+        return compute()
+    except Exception as err:  # noqa: BLE001 (which error the answer raises is observed)
+        return f"raised {type(err).__name__}"
+
+
+def _twice(Softplus, x, upstream, weight):
+    """Forward value, the gradient for `upstream` taken with create_graph=True, and the
+    gradient of (x.grad * weight).sum(), where autograd recorded one."""
+    y = Softplus.apply(x)
+    (x_grad,) = torch.autograd.grad(y, x, upstream, create_graph=True)
+    observed = {"Softplus forward": y, "x.grad": x_grad,
+                "x.grad requires grad (create_graph=True)": x_grad.requires_grad}
+    if x_grad.requires_grad:
+        (second,) = torch.autograd.grad((x_grad * weight).sum(), x)
+        observed["d((x.grad * w).sum())/dx"] = second
+    return observed
+
+
+def _transformed(Softplus, points):
+    """What torch.func makes of Softplus: first and second derivatives at each point."""
+    grad = torch.func.grad
+    return {"grad(Softplus.apply) at each point": _attempt(
+                lambda: torch.stack([grad(Softplus.apply)(point) for point in points])),
+            "grad(grad(Softplus.apply)) at each point": _attempt(
+                lambda: torch.stack([grad(grad(Softplus.apply))(point) for point in points]))}
+
+
+@scenario("05-ex4", uses=["Softplus"], visible=True, rtol=1e-4, atol=1e-6,
+          title="the example of the test cell")
+def softplus_visible_example(Softplus, rng):
+    x = torch.tensor([-2., 0., 1.5, 3.], requires_grad=True)
+    upstream = torch.tensor([1., -2., 0.5, 3.])
+    observed = _twice(Softplus, x, upstream, torch.ones(4))
+    x64 = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
+    observed["gradcheck, gradgradcheck on float64 inputs"] = [
+        gradcheck(Softplus.apply, (x64,), raise_exception=False),
+        gradgradcheck(Softplus.apply, (x64,), raise_exception=False)]
+    observed.update(_transformed(Softplus, x.detach()))
+    moved = torch.tensor([0.3, -0.7], requires_grad=True)
+    observed["x.grad when x changed in place after forward (backward may raise instead)"] = \
+        _gradient_after_in_place_change(Softplus, moved, 1.0)
+    return observed
+
+
+@scenario("05-ex4", uses=["Softplus"], rtol=1e-4, atol=1e-6,
+          title="a random 2-D input: gradient and second derivative")
+def softplus_random(Softplus, rng):
+    shape = (int(torch.randint(2, 5, (), generator=rng)),
+             int(torch.randint(2, 6, (), generator=rng)))
+    x = (torch.randn(shape, generator=rng) * 3).requires_grad_()
+    upstream = torch.randn(shape, generator=rng)
+    weight = torch.randn(shape, generator=rng)
+    return _twice(Softplus, x, upstream, weight)
+
+
+@scenario("05-ex4", uses=["Softplus"], rtol=1e-6, atol=1e-8,
+          title="float64 inputs: gradgradcheck, a larger expression, an in-place change")
+def softplus_float64(Softplus, rng):
+    x64 = (torch.randn(5, generator=rng, dtype=torch.float64) * 3).requires_grad_()
+    scale = torch.randn(5, generator=rng, dtype=torch.float64)
+    loss = (scale * Softplus.apply(x64)).sum() + (x64 ** 2).sum()
+    (first,) = torch.autograd.grad(loss, x64, create_graph=True)
+    (second,) = torch.autograd.grad(first.sum(), x64)
+    moved = torch.randn(4, generator=rng).requires_grad_()
+    change = float(torch.rand((), generator=rng)) + 0.5
+    return {"gradcheck, gradgradcheck": [
+                gradcheck(Softplus.apply, (x64,), raise_exception=False),
+                gradgradcheck(Softplus.apply, (x64,), raise_exception=False)],
+            "d/dx of L = sum(c * softplus(x)) + sum(x²)": first,
+            "d²L/dx² (diagonal)": second,
+            "x.grad when x changed in place after forward (backward may raise instead)":
+                _gradient_after_in_place_change(Softplus, moved, change)}
+
+
+@scenario("05-ex4", uses=["Softplus"], rtol=1e-4, atol=1e-6,
+          title="torch.func: grad and grad of grad at random points")
+def softplus_transformed(Softplus, rng):
+    points = torch.randn(int(torch.randint(3, 9, (), generator=rng)), generator=rng) * 3
+    return _transformed(Softplus, points)
+
+
+class _SoftplusSavingX(Function):
+    """The ctx-free form the mistakes below change one piece of."""
+
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+
+@mistake("05-ex4", "The second derivative is missing: autograd did not record how backward "
+                   "computed σ(x), so it is a constant to the second pass. That happens when "
+                   "backward computes it under torch.no_grad(), from a detached tensor or in "
+                   "NumPy, when it was computed in forward or setup_context (both run without "
+                   "gradient tracking), or with @once_differentiable. Compute σ(x) in backward "
+                   "with torch operations from a saved input or output.", replaces="Softplus")
+class SoftplusConstantSlope(_SoftplusSavingX):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        with torch.no_grad():
+            slope = torch.sigmoid(x)
+        return grad_output * slope
+
+
+@mistake("05-ex4", "torch.func refused Softplus: a Function whose forward takes ctx cannot be "
+                   "transformed. Write forward(x) and setup_context(ctx, inputs, output), as in "
+                   "section 8.", replaces="Softplus")
+class SoftplusWithCtxInForward(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+
+
+@mistake("05-ex4", "save_for_backward received the tuple `inputs` and raised a TypeError: it "
+                   "takes tensors. Take x out of the tuple first, (x,) = inputs.",
+         replaces="Softplus")
+class SoftplusSavingTheTuple(_SoftplusSavingX):
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+
+
+@mistake("05-ex4", "x is kept as a ctx attribute (ctx.x = x) in setup_context: when x changes in "
+                   "place after the forward pass, backward silently uses the new values. Save "
+                   "it with ctx.save_for_backward.", replaces="Softplus")
+class SoftplusWithCtxAttribute(_SoftplusSavingX):
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.x = inputs[0]
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * torch.sigmoid(ctx.x)
+
+
+@mistake("05-ex4", "x.grad is σ(y), the sigmoid of the output: backward needs σ(x). Save x, or "
+                   "compute σ(x) = 1 − e^(−y) from the saved output.", replaces="Softplus")
+class SoftplusSigmoidOfOutput(_SoftplusSavingX):
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(y)
+
+
+@mistake("05-ex4", "x.grad uses 1 − σ(x) = σ(−x): the derivative of log(1 + eˣ) is σ(x).",
+         replaces="Softplus")
+class SoftplusMirroredSlope(_SoftplusSavingX):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * (1 - torch.sigmoid(x))
+
+
+@mistake("05-ex4", "x.grad ignores grad_output: multiply σ(x) by it (the vector–Jacobian "
+                   "product).", replaces="Softplus")
+class SoftplusIgnoringGradOutput(_SoftplusSavingX):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.sigmoid(x)

@@ -38,10 +38,11 @@ def _random_mlp(rng):
     return _randomise(deep_mlp(depth, width, 8, 3, activation), rng, scale)
 
 
-# ------------------------------------------------ 07-ex1: output_grad_norms, weakest_layer
+# ------------------------------------------------ 07-ex1: output_grad_norms, steepest_drop
 
-def _profile(output_grad_norms, weakest_layer, model, images, labels):
-    """Run output_grad_norms under spies; observe its result and what it kept."""
+def _profile(output_grad_norms, steepest_drop, model, images, labels):
+    """Run output_grad_norms under spies; observe its result, what it kept, and steepest_drop
+    on that result."""
     with count_calls(torch.Tensor, "retain_grad") as retained, \
             count_calls(torch.autograd, "grad") as autograd_grad, \
             watch_outputs(model) as outputs:
@@ -56,51 +57,88 @@ def _profile(output_grad_norms, weakest_layer, model, images, labels):
     observed["norms"] = {str(name): norm for name, norm in found.items()}
     observed["order of the layers"] = [str(name) for name in found]
     observed["types of the norms"] = sorted({type(norm).__name__ for norm in found.values()})
-    observed["weakest_layer(norms)"] = weakest_layer(found) if found else None
+    if len(found) >= 2:
+        observed["steepest_drop(norms)"] = steepest_drop(found)
     return observed
 
 
-@scenario("07-ex1", uses=["output_grad_norms", "weakest_layer"], visible=True,
+# The test cell's dict: g[k]/g[k+1] is 1.2 at fc1, 0.1 at fc3, 1.5 at fc8
+_VISIBLE_NORMS = {"fc1": 0.003402, "fc2": 0.002835, "fc3": 0.004725, "fc4": 0.04725,
+                  "fc5": 0.0675, "fc6": 0.135, "fc7": 0.225, "fc8": 0.45, "fc9": 0.3,
+                  "fc10": 0.5, "fc11": 1.0}
+
+
+@scenario("07-ex1", uses=["output_grad_norms", "steepest_drop"], visible=True,
           title="the example of the test cell", tolerance={"norms": (1e-4, 1e-7)})
-def profile_visible_example(output_grad_norms, weakest_layer, rng):
+def profile_visible_example(output_grad_norms, steepest_drop, rng):
     test_images, test_labels, _ = make_shapes(100, seed=1)
     torch.manual_seed(5)
     tanh_mlp = deep_mlp(6, 32, 256, 3, "tanh", init_std=0.1)
-    return _profile(output_grad_norms, weakest_layer, tanh_mlp, test_images[:40],
-                    test_labels[:40])
+    observed = _profile(output_grad_norms, steepest_drop, tanh_mlp, test_images[:40],
+                        test_labels[:40])
+    observed["steepest_drop of the eleven norms"] = steepest_drop(dict(_VISIBLE_NORMS))
+    return observed
 
 
-@scenario("07-ex1", uses=["output_grad_norms", "weakest_layer"],
+@scenario("07-ex1", uses=["output_grad_norms", "steepest_drop"],
           title="a random multilayer perceptron", tolerance={"norms": (1e-4, 1e-7)})
-def profile_random_mlp(output_grad_norms, weakest_layer, rng):
+def profile_random_mlp(output_grad_norms, steepest_drop, rng):
     model = _random_mlp(rng)
     batch = _size(rng, 4, 12)
     images = torch.randn(batch, 8, generator=rng)
     labels = torch.randint(0, 3, (batch,), generator=rng)
-    return _profile(output_grad_norms, weakest_layer, model, images, labels)
+    return _profile(output_grad_norms, steepest_drop, model, images, labels)
 
 
-@scenario("07-ex1", uses=["output_grad_norms", "weakest_layer"],
+@scenario("07-ex1", uses=["output_grad_norms", "steepest_drop"],
           title="a small CNN: convolutions are not nn.Linear children",
           tolerance={"norms": (1e-4, 1e-7)})
-def profile_small_cnn(output_grad_norms, weakest_layer, rng):
+def profile_small_cnn(output_grad_norms, steepest_drop, rng):
     model = _randomise(shape_cnn(size=8), rng, 0.3)
     batch = _size(rng, 2, 6)
     images = torch.randn(batch, 1, 8, 8, generator=rng)
     labels = torch.randint(0, 3, (batch,), generator=rng)
-    return _profile(output_grad_norms, weakest_layer, model, images, labels)
+    return _profile(output_grad_norms, steepest_drop, model, images, labels)
 
 
-@scenario("07-ex1", uses=["weakest_layer"], title="weakest_layer on other dicts of norms")
-def weakest_of_random_norms(weakest_layer, rng):
+@scenario("07-ex1", uses=["output_grad_norms", "steepest_drop"],
+          title="a deep perceptron with one damped layer, more than nine layers",
+          tolerance={"norms": (1e-4, 1e-7)})
+def profile_damped_layer(output_grad_norms, steepest_drop, rng):
+    depth = _size(rng, 10, 13)
+    model = _randomise(deep_mlp(depth, _size(rng, 6, 10), 8, 3, "tanh"), rng, 0.5)
+    with torch.no_grad():
+        model.get_submodule(f"fc{_size(rng, 2, depth)}").weight.mul_(0.05)
+    batch = _size(rng, 4, 12)
+    images = torch.randn(batch, 8, generator=rng)
+    labels = torch.randint(0, 3, (batch,), generator=rng)
+    return _profile(output_grad_norms, steepest_drop, model, images, labels)
+
+
+def _random_norms(rng, names):
+    """Norms in the order of `names`, each the next one times a ratio drawn around 0.6,
+    with one ratio ten times smaller and one above 1."""
+    count = len(names)
+    ratios = torch.exp(torch.randn(count - 1, generator=rng) * 0.3 - 0.5)
+    spots = torch.randperm(count - 1, generator=rng)[:2]
+    ratios[spots[0]] *= 0.1
+    ratios[spots[1]] = 1.1 + float(torch.rand((), generator=rng))
+    norms = [float(torch.rand((), generator=rng)) + 0.5]
+    for ratio in reversed(ratios.tolist()):
+        norms.insert(0, norms[0] * ratio)
+    return dict(zip(names, norms))
+
+
+@scenario("07-ex1", uses=["steepest_drop"],
+          title="steepest_drop on dicts of 10 to 14 norms, named fc1… or 0, 1, …")
+def steepest_of_random_norms(steepest_drop, rng):
     answers = []
-    for _ in range(3):
-        count = _size(rng, 2, 7)
-        names = [f"layer{int(i)}" for i in torch.randperm(50, generator=rng)[:count]]
-        exponents = torch.rand(count, generator=rng) * 12 - 10
-        norms = {name: float(10 ** e) for name, e in zip(names, exponents)}
-        answers.append(weakest_layer(norms))
-    return {"weakest_layer of three dicts": answers}
+    for prefix in ("fc", "", "fc"):
+        count = _size(rng, 10, 14)
+        start = 1 if prefix else 0
+        names = [f"{prefix}{index}" for index in range(start, start + count)]
+        answers.append(steepest_drop(_random_norms(rng, names)))
+    return {"steepest_drop of three dicts": answers}
 
 
 def _linear_names(model):
@@ -207,16 +245,68 @@ def norms_as_tensors(model, images, labels):
     return _reference_like(model, images, labels, norm_of=lambda grad: grad.norm())
 
 
-@mistake("07-ex1", "weakest_layer returned a norm: return the name (the key) of the layer with "
-                   "the smallest norm.", replaces="weakest_layer")
-def weakest_returns_the_norm(norms):
-    return min(norms.values())
+def _pairs(norms, order=None):
+    names = list(norms) if order is None else order
+    return list(zip(names, names[1:]))
 
 
-@mistake("07-ex1", "weakest_layer returned the layer with the largest norm: the weakest has the "
-                   "smallest.", replaces="weakest_layer")
-def weakest_returns_the_largest(norms):
-    return max(norms, key=norms.get)
+@mistake("07-ex1", "steepest_drop named the layer with the smallest norm, the answer to a "
+                   "different question: where every layer shrinks the gradient, the smallest "
+                   "norm is at the first layer, whichever layer shrinks it most. Divide each "
+                   "layer's norm by the next layer's and name the smallest ratio.",
+         replaces="steepest_drop")
+def steepest_is_smallest_norm(norms):
+    return min(norms, key=norms.get)
+
+
+@mistake("07-ex1", "steepest_drop named the layer with the largest ratio g[k]/g[k+1], where the "
+                   "gradient grows most on its way back (the ratio turned upside down, or max "
+                   "for min): the steepest drop is the smallest ratio of a layer's norm to the "
+                   "next layer's.", replaces="steepest_drop")
+def steepest_with_inverted_ratio(norms):
+    ratios = {first: norms[second] / norms[first] for first, second in _pairs(norms)}
+    return min(ratios, key=ratios.get)
+
+
+@mistake("07-ex1", "steepest_drop named the second layer of the pair with the smallest ratio: key "
+                   "each ratio g[k]/g[k+1] by its first layer k, as gradient_ratios does.",
+         replaces="steepest_drop")
+def steepest_names_the_next_layer(norms):
+    ratios = {second: norms[first] / norms[second] for first, second in _pairs(norms)}
+    return min(ratios, key=ratios.get)
+
+
+@mistake("07-ex1", "The layers were sorted by name: as strings, fc10 comes before fc2 (and 10 "
+                   "before 2), so the ratios paired layers that are not neighbours. Keep the "
+                   "dict's own order, which is forward order.", replaces="steepest_drop")
+def steepest_of_sorted_names(norms):
+    ratios = {first: norms[first] / norms[second]
+              for first, second in _pairs(norms, sorted(norms))}
+    return min(ratios, key=ratios.get)
+
+
+@mistake("07-ex1", "The dict was read backwards, as if it were in backward order: it is in "
+                   "forward order already (fc1 first), so pair each layer with the one after "
+                   "it.", replaces="steepest_drop")
+def steepest_read_backwards(norms):
+    ratios = {first: norms[first] / norms[second]
+              for first, second in _pairs(norms, list(norms)[::-1])}
+    return min(ratios, key=ratios.get)
+
+
+@mistake("07-ex1", "steepest_drop compared differences of norms, not ratios: a difference is "
+                   "largest where the norms are large, near the output. The factor by which a "
+                   "layer scales the gradient is the ratio g[k]/g[k+1].",
+         replaces="steepest_drop")
+def steepest_by_difference(norms):
+    drops = {first: norms[second] - norms[first] for first, second in _pairs(norms)}
+    return max(drops, key=drops.get)
+
+
+@mistake("07-ex1", "steepest_drop returned the ratio: return the name (the key) of the layer "
+                   "whose ratio is the smallest.", replaces="steepest_drop")
+def steepest_returns_the_ratio(norms):
+    return min(norms[first] / norms[second] for first, second in _pairs(norms))
 
 
 # ---------------------------------------------------------------- 07-ex2: float16_hooks

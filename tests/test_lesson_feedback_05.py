@@ -30,6 +30,17 @@ CASES = [
     ("05-ex3", "zero-to-bound", "not [0, bound]"),
     ("05-ex3", "upper-only", "Only the upper bound clips"),
     ("05-ex3", "clamp-in-place", "clamped grad_output in place"),
+    ("05-ex4", "slope-under-no-grad", "does not require grad"),
+    ("05-ex4", "slope-from-detached-x", "does not require grad"),
+    ("05-ex4", "slope-in-numpy", "does not require grad"),
+    ("05-ex4", "slope-saved-in-setup-context", "does not require grad"),
+    ("05-ex4", "once-differentiable", "does not require grad"),
+    ("05-ex4", "ctx-in-forward", "a Function whose forward takes ctx"),
+    ("05-ex4", "saves-the-inputs-tuple", "take x out of it"),
+    ("05-ex4", "ctx-attribute", "kept as a ctx attribute"),
+    ("05-ex4", "sigmoid-of-output", "the sigmoid of the output"),
+    ("05-ex4", "one-minus-sigmoid", "1 − σ(x) = σ(−x)"),
+    ("05-ex4", "ignores-grad-output", "ignores grad_output"),
 ]
 
 
@@ -53,6 +64,7 @@ def test_a_missing_none_for_bound_stops_with_pytorch_own_message():
     ("05-ex1", "setup-context"),
     ("05-ex2", "torch-where"), ("05-ex2", "mask-saved-in-forward"),
     ("05-ex3", "returns-x-itself"), ("05-ex3", "bound-as-tensor-where"),
+    ("05-ex4", "saves-output-expm1"), ("05-ex4", "vmap-rule-and-explicit-formula"),
 ])
 def test_valid_alternatives_pass_the_visible_tests(exercise, variant):
     assert first_message(LESSON, exercise, variant_source(LESSON, exercise, variant)) is None

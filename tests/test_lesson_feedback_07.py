@@ -90,7 +90,15 @@ CASES = [
     ("07-ex1", "backward-order", "forward order"),
     ("07-ex1", "weight-gradients", "weights' gradients"),
     ("07-ex1", "norms-as-tensors", "Python floats"),
-    ("07-ex1", "weakest-returns-norm", "not the norm"),
+    # 07-ex1: steepest_drop is the ratio diagnosis of section 4; each wrong reading named
+    ("07-ex1", "smallest-norm", "fc2 has the smallest norm"),
+    ("07-ex1", "ratio-inverted", "fc8 has the largest ratio"),
+    ("07-ex1", "max-ratio", "fc8 has the largest ratio"),
+    ("07-ex1", "names-next-layer", "key each ratio by its first layer"),
+    ("07-ex1", "sorted-names", "fc10 and fc11 come before fc2"),
+    ("07-ex1", "reversed-as-backward-order", "read backwards"),
+    ("07-ex1", "difference-not-ratio", "not their difference"),
+    ("07-ex1", "returns-the-ratio", "not a number"),
     # 07-ex2: the named messages come before the count mismatch
     ("07-ex2", "ignores-threshold", "fewer than min_elements elements are stored unchanged"),
     ("07-ex2", "strict-threshold", ">=, not >"),

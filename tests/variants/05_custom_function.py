@@ -328,4 +328,221 @@ class ClipGradient(Function):
         clipped = torch.where(grad_output > b, b, grad_output)
         return torch.where(clipped < -b, -b, clipped), None
 '''),
+    # ------------------------------------------------------------------------ 05-ex4
+    dict(exercise="05-ex4", name="slope-under-no-grad", expect="fail", mistake='second derivative is missing',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        with torch.no_grad():
+            slope = torch.sigmoid(x)
+        return grad_output * slope
+'''),
+    dict(exercise="05-ex4", name="slope-from-detached-x", expect="fail", mistake='second derivative is missing',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x.detach())
+'''),
+    dict(exercise="05-ex4", name="slope-in-numpy", expect="fail", mistake='second derivative is missing',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        slope = 1 / (1 + np.exp(-x.detach().numpy()))
+        return grad_output * torch.as_tensor(slope, dtype=grad_output.dtype)
+'''),
+    dict(exercise="05-ex4", name="slope-saved-in-setup-context", expect="fail", mistake='second derivative is missing',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(torch.sigmoid(inputs[0]))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (slope,) = ctx.saved_tensors
+        return grad_output * slope
+'''),
+    dict(exercise="05-ex4", name="once-differentiable", expect="fail", mistake='second derivative is missing',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+'''),
+    dict(exercise="05-ex4", name="ctx-in-forward", expect="fail", mistake='forward takes ctx',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+'''),
+    dict(exercise="05-ex4", name="saves-the-inputs-tuple", expect="fail", mistake='tuple',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+'''),
+    dict(exercise="05-ex4", name="ctx-attribute", expect="fail", mistake='ctx attribute',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.x = inputs[0]
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * torch.sigmoid(ctx.x)
+'''),
+    dict(exercise="05-ex4", name="sigmoid-of-output", expect="fail", mistake='sigmoid of the output',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(y)
+'''),
+    dict(exercise="05-ex4", name="one-minus-sigmoid", expect="fail", mistake='1 − σ(x)',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * (1 - torch.sigmoid(x))
+'''),
+    dict(exercise="05-ex4", name="ignores-grad-output", expect="fail", mistake='ignores grad_output',
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.sigmoid(x)
+'''),
+    dict(exercise="05-ex4", name="saves-output-expm1", expect="pass", mistake=None,
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.logaddexp(x, torch.zeros_like(x))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return -torch.expm1(-y) * grad_output  # sigma(x) = 1 - exp(-softplus(x))
+'''),
+    dict(exercise="05-ex4", name="vmap-rule-and-explicit-formula", expect="pass", mistake=None,
+         source='''
+class Softplus(Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.where(x > 20, x, torch.log1p(torch.exp(x)))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output / (1 + torch.exp(-x))
+'''),
 ]

@@ -5,10 +5,12 @@ phrase that the feedback's named mistake must contain (None: any failure will do
 source that replaces the answer cell. tests/test_scenarios.py runs them in-process.
 """
 
-_WEAKEST = '''
+_STEEPEST = '''
 
-def weakest_layer(norms):
-    return min(norms, key=norms.get)
+def steepest_drop(norms):
+    names = list(norms)
+    ratios = {name: norms[name] / norms[after] for name, after in zip(names, names[1:])}
+    return min(ratios, key=ratios.get)
 '''
 
 _NORMS = '''
@@ -47,7 +49,7 @@ def output_grad_norms(model, images, labels):
     for handle in handles:
         handle.remove()
     return {name: output.grad.norm().item() for name, output in kept.items()}
-''' + _WEAKEST),
+''' + _STEEPEST),
     dict(exercise="07-ex1", name="autograd-grad-on-kept-outputs", expect="fail",
          mistake="torch.autograd.grad", source='''
 def output_grad_norms(model, images, labels):
@@ -62,14 +64,14 @@ def output_grad_norms(model, images, labels):
         handle.remove()
     grads = torch.autograd.grad(loss, list(outputs.values()))
     return {name: g.norm().item() for name, g in zip(outputs, grads)}
-''' + _WEAKEST),
+''' + _STEEPEST),
     dict(exercise="07-ex1", name="weight-gradients", expect="fail",
          mistake="weights' gradients", source='''
 def output_grad_norms(model, images, labels):
     F.cross_entropy(model(images), labels).backward()
     return {name: child.weight.grad.norm().item() for name, child in model.named_children()
             if isinstance(child, nn.Linear)}
-''' + _WEAKEST),
+''' + _STEEPEST),
     dict(exercise="07-ex1", name="backward-order", expect="fail", mistake="backward order",
          source='''
 def output_grad_norms(model, images, labels):
@@ -84,7 +86,7 @@ def output_grad_norms(model, images, labels):
     for handle in handles:
         handle.remove()
     return norms
-''' + _WEAKEST),
+''' + _STEEPEST),
     dict(exercise="07-ex1", name="late-binding-closure", expect="fail", mistake="loop variable",
          source='''
 def output_grad_norms(model, images, labels):
@@ -99,7 +101,7 @@ def output_grad_norms(model, images, labels):
     for handle in handles:
         handle.remove()
     return {name: norms[name] for name in names}
-''' + _WEAKEST),
+''' + _STEEPEST),
     dict(exercise="07-ex1", name="hooks-left", expect="fail", mistake="remove every handle",
          source='''
 def output_grad_norms(model, images, labels):
@@ -111,22 +113,80 @@ def output_grad_norms(model, images, labels):
         model.get_submodule(name).register_forward_hook(forward_hook)
     F.cross_entropy(model(images), labels).backward()
     return {name: norms[name] for name in names}
-''' + _WEAKEST),
+''' + _STEEPEST),
     dict(exercise="07-ex1", name="norms-as-tensors", expect="fail", mistake="Python float",
-         source=_NORMS.replace("grad.norm().item()", "grad.norm()") + _WEAKEST),
-    dict(exercise="07-ex1", name="weakest-returns-norm", expect="fail", mistake="returned a norm",
+         source=_NORMS.replace("grad.norm().item()", "grad.norm()") + _STEEPEST),
+    dict(exercise="07-ex1", name="smallest-norm", expect="fail", mistake="smallest norm",
          source=_NORMS + '''
 
-def weakest_layer(norms):
-    return min(norms.values())
+def steepest_drop(norms):
+    return min(norms, key=norms.get)
+'''),
+    dict(exercise="07-ex1", name="ratio-inverted", expect="fail", mistake="upside down",
+         source=_NORMS + '''
+
+def steepest_drop(norms):
+    names = list(norms)
+    ratios = {a: norms[b] / norms[a] for a, b in zip(names, names[1:])}
+    return min(ratios, key=ratios.get)
+'''),
+    dict(exercise="07-ex1", name="max-ratio", expect="fail", mistake="largest ratio",
+         source=_NORMS + '''
+
+def steepest_drop(norms):
+    names = list(norms)
+    ratios = [norms[a] / norms[b] for a, b in zip(names, names[1:])]
+    return names[ratios.index(max(ratios))]
+'''),
+    dict(exercise="07-ex1", name="names-next-layer", expect="fail", mistake="first layer k",
+         source=_NORMS + '''
+
+def steepest_drop(norms):
+    names = list(norms)
+    ratios = [norms[a] / norms[b] for a, b in zip(names, names[1:])]
+    return names[1 + ratios.index(min(ratios))]
+'''),
+    dict(exercise="07-ex1", name="sorted-names", expect="fail", mistake="sorted by name",
+         source=_NORMS + '''
+
+def steepest_drop(norms):
+    names = sorted(norms)
+    best, best_ratio = None, float("inf")
+    for a, b in zip(names, names[1:]):
+        if norms[a] / norms[b] < best_ratio:
+            best, best_ratio = a, norms[a] / norms[b]
+    return best
+'''),
+    dict(exercise="07-ex1", name="reversed-as-backward-order", expect="fail",
+         mistake="read backwards", source=_NORMS + '''
+
+def steepest_drop(norms):
+    names = list(reversed(norms))  # the hooks fired from the output back
+    ratios = {a: norms[a] / norms[b] for a, b in zip(names, names[1:])}
+    return min(ratios, key=ratios.get)
+'''),
+    dict(exercise="07-ex1", name="difference-not-ratio", expect="fail",
+         mistake="differences of norms", source=_NORMS + '''
+
+def steepest_drop(norms):
+    names = list(norms)
+    drops = {a: norms[b] - norms[a] for a, b in zip(names, names[1:])}
+    return max(drops, key=drops.get)
+'''),
+    dict(exercise="07-ex1", name="returns-the-ratio", expect="fail", mistake="returned the ratio",
+         source=_NORMS + '''
+
+def steepest_drop(norms):
+    values = list(norms.values())
+    return min(a / b for a, b in zip(values, values[1:]))
 '''),
     dict(exercise="07-ex1", name="hard-coded-visible-values", expect="fail", mistake=None,
          source=_NORMS.replace("    return {name: norms[name] for name in names}",
                                "    return {'fc1': 0.05, 'fc2': 0.1, 'fc3': 0.2, 'fc4': 0.3, "
                                "'fc5': 0.4, 'fc6': 0.5}") + '''
 
-def weakest_layer(norms):
-    return "fc1"
+def steepest_drop(norms):
+    return "fc3"
 '''),
     dict(exercise="07-ex1", name="hook-factory-and-sorted", expect="pass", mistake=None,
          source='''
@@ -153,8 +213,10 @@ def output_grad_norms(model, images, labels):
     return {name: recorded[name] for name in order}
 
 
-def weakest_layer(norms):
-    return sorted(norms.items(), key=lambda item: item[1])[0][0]
+def steepest_drop(norms):
+    layers = list(norms.items())
+    ratios = [(here / there, name) for (name, here), (_, there) in zip(layers, layers[1:])]
+    return min(ratios)[1]
 '''),
     # ------------------------------------------------------------------ 07-ex2
     dict(exercise="07-ex2", name="ignores-threshold", expect="fail",
