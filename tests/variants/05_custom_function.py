@@ -365,7 +365,7 @@ class Softplus(Function):
         (x,) = ctx.saved_tensors
         return grad_output * torch.sigmoid(x.detach())
 '''),
-    dict(exercise="05-ex4", name="slope-in-numpy", expect="fail", mistake='second derivative is missing',
+    dict(exercise="05-ex4", name="slope-in-numpy", expect="fail", mistake=None, relation='requires grad (create_graph=True) is False',
          source='''
 class Softplus(Function):
     @staticmethod
