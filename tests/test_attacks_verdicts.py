@@ -565,10 +565,11 @@ def regraded(tmp_path_factory):
     cells[1].source = SAME_ANSWERS[1]
     write(nb, second / "seek-b" / f"{A}.ipynb")
     runs["second"] = grade(second, base / "out-2", root, base / "run-2.json", timeout=TIMEOUT)
-    shown["second", "seek-a"] = feedback_text(base / "out-2", "seek-a") + outputs_text(root,
-                                                                                      "seek-a")
-    return {"shown": shown, "root": root, "first": first, "second": second, "runs": runs, "drawn": drawn,
-            "out-1": base / "out-1", "out": base / "out-2", "rows": read_rows(base / "out-2")}
+    shown["second", "seek-a"] = (feedback_text(base / "out-2", "seek-a")
+                                 + outputs_text(root, "seek-a"))
+    return {"shown": shown, "root": root, "first": first, "second": second, "runs": runs,
+            "drawn": drawn, "out-1": base / "out-1", "out": base / "out-2",
+            "rows": read_rows(base / "out-2")}
 
 
 def test_a_seeker_finds_no_hidden_input_to_hand_out(regraded):

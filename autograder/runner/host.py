@@ -15,9 +15,9 @@ to observe (`{"cells": ...}`, then `{"observe": ...}`), and, when that says ther
 once it has reported the first runs' outcomes ("observed"), the later runs (`{"runs": ...}`:
 the hidden scenarios, whose seeds are in no object of the process before then). For each
 request it forks a process that confines itself (`autograder.runner.sandbox`), runs the cells,
-then the requested scenarios, reporting each on the events pipe (`autograder.runner.shell`); on the control pipe the host says which process
-it forked ("forked") and how it ended ("exited", with "oom" when its cgroup ran out of
-memory).
+then the requested scenarios, reporting each on the events pipe (`autograder.runner.shell`);
+on the control pipe the host says which process it forked ("forked") and how it ended
+("exited", with "oom" when its cgroup ran out of memory).
 
 With "prologue_cells" the first cells are the lesson's own worked examples, unchanged (the
 grader sends N > 0 only then): they run once, in a zygote process forked from the host, and
