@@ -283,6 +283,7 @@ def test_hidden_seeds_are_sent_only_after_the_visible_outcomes():
     run's seed until the notebook has reported the visible runs' outcomes, and a later report
     cannot change those outcomes."""
     import json
+    import select
     import threading
 
     from autograder.executor import _collect, _Payload
@@ -303,10 +304,13 @@ def test_hidden_seeds_are_sent_only_after_the_visible_outcomes():
     def send(message: dict) -> None:
         os.write(events_w, (json.dumps(message) + "\n").encode())
 
-    def line() -> bytes:
+    def line() -> bytes:  # the next payload line (never waits for ever)
         data = b""
         while not data.endswith(b"\n"):
-            data += os.read(payload_r, 1)
+            ready = select.select([payload_r], [], [], 60)[0]
+            byte = os.read(payload_r, 1) if ready else b""
+            assert byte, f"the payload ended after {data!r}"
+            data += byte
         return data
 
     try:
