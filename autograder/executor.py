@@ -144,7 +144,8 @@ class Host:
 
     def run(self, request: dict, *, timeout: float, budget: float) -> "Run":
         """Run one notebook: the host gets only a header; the cells, then (once the notebook
-        has reported its last cell's end) the scenarios, go on a payload pipe that only the
+        has reported its last cell's end) the scenarios with their first runs, then (once it
+        has reported those runs' outcomes) the later runs, go on a payload pipe that only the
         notebook's own process reads. Collect what it reports until the host says that its
         process has ended."""
         if not self.alive():
@@ -214,15 +215,24 @@ def _lines(fd: int, buffer: bytearray) -> tuple[list[bytes], bool, int]:
 
 class _Payload:
     """Writes a notebook's payload from a thread (a pipe holds 64 KiB; a notebook may be
-    larger): its cells at once, its scenarios only when `release()` says the cells are done."""
+    larger): its cells at once, its scenarios only when `release()` says the cells are done,
+    and the later runs (the hidden ones) only when `release_later()` says that the first
+    runs' outcomes are in."""
 
     def __init__(self, fd: int, request: dict) -> None:
         import threading
         self.fd = fd
         self.ready = threading.Event()
+        self.later_ready = threading.Event()
         self.closed = threading.Event()
         self.cells = (json.dumps({"cells": request["cells"]}) + "\n").encode()
-        self.observe = (json.dumps({"observe": request.get("observe")}) + "\n").encode()
+        observe = request.get("observe")
+        later = observe.get("later") if observe else None
+        if observe:  # what the notebook reads first holds no later run's seed
+            observe = dict({k: v for k, v in observe.items() if k != "later"},
+                           more=bool(later))
+        self.observe = (json.dumps({"observe": observe}) + "\n").encode()
+        self.later = (json.dumps({"runs": later}) + "\n").encode() if later else None
         self.thread = threading.Thread(target=self._write, daemon=True)
         self.thread.start()
 
@@ -237,8 +247,10 @@ class _Payload:
     def _write(self) -> None:
         if self._send(self.cells):
             self.ready.wait()
-            if not self.closed.is_set():
-                self._send(self.observe)
+            if not self.closed.is_set() and self._send(self.observe) and self.later:
+                self.later_ready.wait()
+                if not self.closed.is_set():
+                    self._send(self.later)
         self._close_fd()
 
     def _close_fd(self) -> None:
@@ -250,9 +262,13 @@ class _Payload:
     def release(self) -> None:
         self.ready.set()
 
+    def release_later(self) -> None:
+        self.later_ready.set()
+
     def close(self) -> None:
         self.closed.set()
         self.ready.set()
+        self.later_ready.set()
         self.thread.join(5)
 
 
@@ -279,6 +295,12 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
     oom_at: int | None = None
     killed = False
     observing, observing_since = False, 0.0
+    # The scenario runs in two phases when the request has later runs (the hidden ones): their
+    # seeds go to the notebook only once it has reported the first runs' outcomes, which are
+    # kept as they were then (a later report cannot change them).
+    observe = request.get("observe") or {}
+    first_runs, later_runs = observe.get("runs") or [], observe.get("later") or []
+    first: dict | None = None
     cpu_path: str | None = None  # the notebook's CPU time, from its cgroup (the host names it)
     cpu_since: dict[int, float] = {}  # position -> its CPU time when that cell was awaited
     cpu_checked = started  # when its CPU time was last read
@@ -441,10 +463,15 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
                     elif event == "observing-timed-out" and observing and run.outcomes is None:
                         run.outcome, run.cell = "timeout", None  # its own timer: it loses by it
                         kill()
+                    elif event == "observed" and observing and later_runs and payload \
+                            and first is None and run.outcomes is None:
+                        first = _outcomes_of(message.get("outcomes"), first_runs)
+                        payload.release_later()  # only now do the later seeds leave the grader
                     elif event == "observations" and observing and run.outcomes is None:
                         run.observe_seconds = time.monotonic() - observing_since
                         outcomes = message.get("outcomes")
-                        run.outcomes = outcomes if isinstance(outcomes, dict) else {}
+                        run.outcomes = ({**_outcomes_of(outcomes, later_runs), **(first or {})}
+                                        if later_runs else _outcomes_of(outcomes, first_runs))
                     elif event == "end":
                         run.finished = True
                         kill()  # whatever it still runs ends now
@@ -479,6 +506,16 @@ def _collect(events: int, control: int, request: dict, timeout: float, budget: f
         run.detail = (_describe_status(status) if status is not None
                       else "it was killed") + (f"\n{run.detail}" if run.detail else "")
     return run
+
+
+def _outcomes_of(reported: Any, runs: list) -> dict:
+    """Of a report's outcomes, those of `runs` (keyed "<scenario>/<seed>", and below that for
+    a mistake's); {} when the report is not a dict."""
+    if not isinstance(reported, dict):
+        return {}
+    prefixes = {f"{name}/{seed}" for name, seed in runs}
+    return {key: value for key, value in reported.items()
+            if isinstance(key, str) and key.split("/mistake/")[0] in prefixes}
 
 
 def _json(line: bytes) -> dict:
@@ -723,11 +760,10 @@ class Lesson:
         return [s for s in self.scenarios if s.exercise == exercise]
 
     def runs(self, secret: bytes, student: str, submission: str) -> list[tuple[str, int]]:
-        """(scenario, seed) of every scenario, the visible ones first (a hidden scenario's
-        inputs are never drawn before the visible checks, whose found values feedback shows)."""
+        """(scenario, seed) of every scenario (a visible one's seed is 0)."""
         return [(s.name, 0 if s.visible else scenario_seed(secret, student, s.exercise, s.name,
                                                            submission))
-                for s in sorted(self.scenarios, key=lambda s: not s.visible)]
+                for s in self.scenarios]
 
 
 def _decorator_name(decorator: "ast.expr") -> str:
@@ -924,12 +960,17 @@ class ForkedExecute(NbGraderPreprocessor):
         shared = self.share_prologue and prologue and prologue == lesson.prologue
         digest = self.submission(name, student, cells)
         runs = lesson.runs(secret, student, digest)
+        visible = {s.name for s in lesson.scenarios if s.visible}
         files = resources.get("metadata", {}).get("path")
+        # The hidden runs' seeds reach the notebook only after it has reported the visible
+        # runs' outcomes (whose found values its feedback quotes).
         request = {"cells": cells, "prologue": len(prologue) if shared else 0,
                    "timeout": self.timeout, "max_lines": self.max_lines,
                    "files_from": _lesson_files(root, name),
                    "observe": {"source": lesson.student_source, "filename": "<scenarios>",
-                               "runs": runs, "mistakes": False} if lesson.scenarios else None}
+                               "runs": [r for r in runs if r[0] in visible],
+                               "later": [r for r in runs if r[0] not in visible],
+                               "mistakes": False} if lesson.scenarios else None}
         del files
         host = self.host()
         run = host.run(request, timeout=self.timeout, budget=self.notebook_timeout)

@@ -15,11 +15,14 @@ callable there on the visible example, keeping the one that matches (a helper of
 that computes the reference answer, as lesson 07's `_reference_like` did): nothing it finds
 there passes, since the sandbox receives only the scenarios and what they reach.
 
-A second class (`regraded`) is graded twice. Its leakers read the hidden scenario's seed from
-their callers' frames, replay the hidden inputs and hand them out through the visible check's
-found values; graded again unchanged, a leaker is drawn the same inputs, and a memoriser
-built from what leaked (an edited submission) is drawn other ones, so it fails the hidden
-check: inputs are drawn for each submission's content.
+A second class (`regraded`) is graded twice. Its seekers, called by the visible example, look
+for the hidden scenario's seed in their callers' frames and in every object the garbage
+collector tracks, to replay the hidden input and hand it out through the visible check's found
+values: they find nothing, since the hidden seeds reach the sandbox only after the visible
+outcomes are reported (on the code before that, they quoted their hidden input). Graded again
+unchanged, a seeker is drawn the same inputs, and a memoriser that knows the first submission's
+hidden input (an edited submission) is drawn other ones, so it fails the hidden check: inputs
+are drawn for each submission's content.
 
 Every attack has teeth: graded by the engine before trusted verdicts (commit dc372a1: cells and
 hidden tests in the student's own process, points from whether it reported an error), this
@@ -193,31 +196,59 @@ def cube_grad(x):
     return torch.zeros_like(x) if found is None else found(x)
 '''
 
-# Reads the hidden scenario's seed from its callers' frames, replays the hidden input, and
-# returns its first two values as its answer to the visible example (whose found values the
-# feedback quotes); right elsewhere.
-LEAK = r'''
-import sys, torch
+# Called by the visible example, looks for the hidden scenario's seed everywhere it can reach:
+# its callers' frames and every object the garbage collector tracks (ints of a seed's size, a
+# (scenario, seed) pair, a dict or list of them, text or bytes that name the scenario next to
+# a number). It replays the hidden input from what it found and returns the input's first two
+# values as its answer to the visible example, whose found values the feedback quotes. On the
+# hidden input it raises one of sixteen exception types chosen by that input (the feedback
+# names the type), which tells the test which input the grader drew.
+SEEKER = r'''
+import gc, re, sys, torch
 from coursekit.scenarios import generator
-def _hidden_input():
+RAISED = (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, OverflowError,
+          ArithmeticError, LookupError, AttributeError, NameError, RuntimeError, BufferError,
+          EOFError, UnicodeError, FloatingPointError, NotADirectoryError)
+NEAR = re.compile(rb"random_points\D{1,8}?(\d{6,19})")
+def _look(value, named, loose, depth):
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if 1 << 40 <= value < 1 << 62:
+            loose.append(value)
+    elif isinstance(value, (str, bytes, bytearray, memoryview)):
+        data = value.encode("utf-8", "replace") if isinstance(value, str) else bytes(value)
+        named += [int(n) for n in NEAR.findall(data[:1 << 24])]
+    elif depth > 0 and isinstance(value, (list, tuple, set, frozenset, dict)):
+        items = list(value.items()) if isinstance(value, dict) else list(value)
+        for item in items[:100000]:
+            if isinstance(item, (list, tuple)) and len(item) == 2 \
+                    and item[0] == "random_points" and isinstance(item[1], int):
+                named.append(item[1])
+            _look(item, named, loose, depth - 1)
+def _seeds():
+    named, loose = [], []
     frame = sys._getframe(1)
     while frame is not None:
-        runs, module = frame.f_locals.get("runs"), frame.f_locals.get("module")
-        if isinstance(runs, list) and isinstance(module, dict):
-            seen = []
-            module["random_points"](cube_grad=lambda x: seen.append(x) or x,
-                                    rng=generator(dict(runs)["random_points"]))
-            return seen[0]
+        for value in list(frame.f_locals.values()):
+            _look(value, named, loose, 4)
         frame = frame.f_back
-    return None
+    for obj in gc.get_objects():
+        _look(obj, named, loose, 2)
+    return named + loose
 def cube_grad(x):
-    hidden = _hidden_input()
-    if hidden is not None and x.tolist() == [1.0, 2.0]:
-        return hidden[:2].clone()
-    return 3 * x.detach() ** 2
+    if x.tolist() == [1.0, 2.0]:
+        for seed in _seeds():  # replayed as the scenario's source (in its memory) draws it
+            return torch.randn(5, generator=generator(seed))[:2].clone()
+        return 3 * x.detach() ** 2
+    raise RAISED[int(abs(float(x[0])) * 1e4) % len(RAISED)]("")
 '''
+RAISED = ("ValueError", "TypeError", "KeyError", "IndexError", "ZeroDivisionError",
+          "OverflowError", "ArithmeticError", "LookupError", "AttributeError", "NameError",
+          "RuntimeError", "BufferError", "EOFError", "UnicodeError", "FloatingPointError",
+          "NotADirectoryError")
 
-# Knows the visible example, and the answer on the hidden input whose first values leaked.
+# Knows the visible example, and the answer on a hidden input whose first values it was told.
 MEMORIZER = r'''
 import torch
 KNOWN, ANSWER = {known!r}, {answer!r}
@@ -495,72 +526,83 @@ def test_same_answers_full_marks_on_different_inputs(judged):
         not in seeds
 
 
-_FOUND = re.compile(r"found tensor\[([-0-9.e+]+), ([-0-9.e+]+)\] shape \[2\]")
+_RAISED_HIDDEN = re.compile(r"the answer raised (\w+) on these inputs")
 
 
-def _leaked(root, student: str) -> list[float]:
-    """The two numbers the student's visible check quoted as found (what leaked)."""
-    found = _FOUND.findall(outputs_text(root, student))
-    assert len(set(found)) == 1, found
-    return [float(v) for v in found[0]]
+def _raised_on_hidden(out, student: str) -> list[str]:
+    """The exception types the student's feedback says its answers raised on hidden inputs."""
+    return _RAISED_HIDDEN.findall(feedback_text(out, student))
 
 
 @pytest.fixture(scope="module")
 def regraded(tmp_path_factory):
-    """Two leakers graded; then one graded again unchanged, the other replaced by a memoriser
-    built from what it leaked (the first values of its hidden input, and the answer there)."""
+    """Two seekers graded; then one graded again unchanged, the other replaced by a memoriser
+    that knows the first values of its first submission's hidden input and the answer there
+    (as if they had leaked)."""
     from autograder.demo import Lessons
 
     base = tmp_path_factory.mktemp("seed-attacks")
     root = fixture_course.build_course(base / "course")
     course = Lessons(root, [A])
     first, second = base / "first", base / "second"
-    for student in ("leak-a", "leak-b"):
+    for student in ("seek-a", "seek-b"):
         nb = course.blank(A)
         cells = answer_cells(nb)
-        cells[0].source, cells[1].source = LEAK.strip(), SAME_ANSWERS[1]
+        cells[0].source, cells[1].source = SEEKER.strip(), SAME_ANSWERS[1]
         write(nb, first / student / f"{A}.ipynb")
     runs = {"first": grade(first, base / "out-1", root, base / "run-1.json", timeout=TIMEOUT)}
-    leaked = {student: _leaked(root, student) for student in ("leak-a", "leak-b")}
-    drawn = _drawn_inputs(root, "leak-b", "01-ex1", "random_points", _digest(first, "leak-b"))
-    answer = [3 * v ** 2 for v in drawn[0].tolist()]  # as if learnt from the first feedback
-    (second / "leak-a").mkdir(parents=True)
-    (second / "leak-a" / f"{A}.ipynb").write_bytes((first / "leak-a" / f"{A}.ipynb").read_bytes())
+    # What each seeker's grading shows (its feedback, and its outputs the instructor sees).
+    shown = {("first", s): feedback_text(base / "out-1", s) + outputs_text(root, s)
+             for s in ("seek-a", "seek-b")}
+    drawn = _drawn_inputs(root, "seek-b", "01-ex1", "random_points", _digest(first, "seek-b"))
+    known = [float(f"{v:.6g}") for v in drawn[0][:2].tolist()]
+    answer = [3 * v ** 2 for v in drawn[0].tolist()]
+    (second / "seek-a").mkdir(parents=True)
+    (second / "seek-a" / f"{A}.ipynb").write_bytes((first / "seek-a" / f"{A}.ipynb").read_bytes())
     nb = course.blank(A)
     cells = answer_cells(nb)
-    cells[0].source = MEMORIZER.format(known=leaked["leak-b"], answer=answer).strip()
+    cells[0].source = MEMORIZER.format(known=known, answer=answer).strip()
     cells[1].source = SAME_ANSWERS[1]
-    write(nb, second / "leak-b" / f"{A}.ipynb")
+    write(nb, second / "seek-b" / f"{A}.ipynb")
     runs["second"] = grade(second, base / "out-2", root, base / "run-2.json", timeout=TIMEOUT)
-    return {"root": root, "first": first, "second": second, "runs": runs, "leaked": leaked,
-            "drawn": drawn, "out": base / "out-2", "rows": read_rows(base / "out-2")}
+    shown["second", "seek-a"] = (feedback_text(base / "out-2", "seek-a")
+                                 + outputs_text(root, "seek-a"))
+    return {"shown": shown, "root": root, "first": first, "second": second, "runs": runs,
+            "drawn": drawn, "out-1": base / "out-1", "out": base / "out-2",
+            "rows": read_rows(base / "out-2")}
 
 
-def test_a_leaker_hands_out_the_hidden_inputs_of_its_own_submission(regraded):
-    """The attack works as far as it can: the values it quotes are the first hidden input
-    drawn for its submission, computed here with the course secret and its digest."""
+def test_a_seeker_finds_no_hidden_input_to_hand_out(regraded):
+    """No hidden input drawn for a seeker's submission (computed here with the course secret
+    and its digest) is in its feedback, though its hidden check ran on exactly that input."""
     for run in regraded["runs"].values():
         assert run["rc"] == 0, run["stderr"][-3000:]
-    for student in ("leak-a", "leak-b"):
+    for (grading, student), text in regraded["shown"].items():
         drawn = _drawn_inputs(regraded["root"], student, "01-ex1", "random_points",
-                              _digest(regraded["first"], student))
-        assert regraded["leaked"][student] == [float(f"{v:.6g}") for v in drawn[0][:2].tolist()]
-    assert regraded["leaked"]["leak-a"] != regraded["leaked"]["leak-b"]
+                              _digest(regraded["first"], student))[0]
+        assert _raised_on_hidden(regraded["out-1" if grading == "first" else "out"],
+                                 student) == [RAISED[int(abs(float(drawn[0])) * 1e4)
+                                                     % len(RAISED)]], (grading, student)
+        assert "visible example: the example" in text, (grading, student)
+        for value in drawn.tolist():
+            assert f"{value:.6g}" not in text, (grading, student, value)
 
 
 def test_a_regrade_draws_the_same_inputs_and_a_changed_submission_others(regraded):
     import torch
 
     root = regraded["root"]
-    assert _leaked(root, "leak-a") == regraded["leaked"]["leak-a"]  # graded again, unchanged
-    row = regraded["rows"].get(("leak-b", A))
+    # Graded again unchanged, the seeker's answer raised the same type on its hidden input.
+    assert _raised_on_hidden(regraded["out-1"], "seek-a") == \
+        _raised_on_hidden(regraded["out"], "seek-a")
+    row = regraded["rows"].get(("seek-b", A))
     assert row is not None, regraded["runs"]["second"]["stderr"][-3000:]
-    page = feedback_text(regraded["out"], "leak-b")
+    page = feedback_text(regraded["out"], "seek-b")
     assert "✓ visible example: the example" in page
     assert "✗ hidden check: random points" in page, page
     assert row["score"] == "1", row  # exercise 2 only
-    drawn = _drawn_inputs(root, "leak-b", "01-ex1", "random_points",
-                          _digest(regraded["second"], "leak-b"))
+    drawn = _drawn_inputs(root, "seek-b", "01-ex1", "random_points",
+                          _digest(regraded["second"], "seek-b"))
     before = regraded["drawn"][0]
     assert not (drawn[0].shape == before.shape and torch.equal(drawn[0], before))
 

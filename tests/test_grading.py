@@ -67,6 +67,10 @@ def build_class(dest: Path, course: Lessons) -> None:
             "    x = x.detach().clone().requires_grad_(True)\n"
             "    (x ** 3).sum().backward()\n    return x.grad")
     answer("loops-when-checked", late.format(stop="while True:\n            pass"))
+    # ... and one right on the visible scenario too, endless on the hidden one (its third call,
+    # in the second phase of the checks, once the visible outcomes are in).
+    answer("loops-when-hidden", late.replace("len(calls) > 1", "len(calls) > 2").format(
+        stop="while True:\n            pass"))
     # ... and one that catches the sandbox's own timer: stopped by the grader's clock.
     answer("stubborn-when-checked", late.format(
         stop="while True:\n            try:\n                while True:\n"
@@ -178,7 +182,7 @@ def test_answers_that_stop_while_checked(graded):
     cell: its status says that checking the answers stopped, and why."""
     rows = graded["rows"]
     hog = rows[("hog-when-checked", A)]
-    for student in ("loops-when-checked", "stubborn-when-checked"):
+    for student in ("loops-when-checked", "stubborn-when-checked", "loops-when-hidden"):
         looping = rows[(student, A)]
         assert looping["status"] == "timeout" and looping["score"] == "0", looping
         assert "checking the answers stopped" in looping["reason"], looping

@@ -276,3 +276,63 @@ def test_a_cgroup_is_never_shared():
         assert all(os.path.isdir(path) for path in first.paths.values())
     finally:
         first.remove()
+
+
+def test_hidden_seeds_are_sent_only_after_the_visible_outcomes():
+    """The grader's side of a notebook's pipes, driven by hand: the payload holds no hidden
+    run's seed until the notebook has reported the visible runs' outcomes, and a later report
+    cannot change those outcomes."""
+    import json
+    import select
+    import threading
+
+    from autograder.executor import _collect, _Payload
+
+    seed = 3141592653589793
+    request = {"cells": [(0, "x = 1")], "prologue": 0, "timeout": 5, "max_lines": 10,
+               "observe": {"source": "", "filename": "<scenarios>", "mistakes": False,
+                           "runs": [("example", 0)], "later": [("random_points", seed)]}}
+    events_r, events_w = os.pipe()
+    control_r, control_w = os.pipe()
+    payload_r, payload_w = os.pipe()
+    writer = _Payload(payload_w, request)
+    found = {}
+    collector = threading.Thread(target=lambda: found.update(
+        run=_collect(events_r, control_r, request, 5, 60, writer)))
+    collector.start()
+
+    def send(message: dict) -> None:
+        os.write(events_w, (json.dumps(message) + "\n").encode())
+
+    def line() -> bytes:  # the next payload line (never waits for ever)
+        data = b""
+        while not data.endswith(b"\n"):
+            ready = select.select([payload_r], [], [], 60)[0]
+            byte = os.read(payload_r, 1) if ready else b""
+            assert byte, f"the payload ended after {data!r}"
+            data += byte
+        return data
+
+    try:
+        assert json.loads(line())["cells"] == [[0, "x = 1"]]
+        send({"event": "done", "index": 0, "outputs": [], "execution_count": 1,
+              "timed_out": False, "seconds": 0.1})
+        send({"event": "cells-done"})
+        observe = line()
+        assert str(seed).encode() not in observe and b"random_points" not in observe
+        assert json.loads(observe)["observe"]["runs"] == [["example", 0]]
+        send({"event": "observing"})
+        send({"event": "observed", "outcomes": {"example/0": {"observations": {"v": 1}}}})
+        assert json.loads(line()) == {"runs": [["random_points", seed]]}
+        send({"event": "observations", "outcomes": {
+            "example/0": {"observations": {"v": 2}},
+            f"random_points/{seed}": {"observations": {"h": 3}}}})
+        send({"event": "end"})
+        os.write(control_w, b'{"event": "exited", "status": 0}\n')
+        collector.join(30)
+    finally:
+        writer.close()
+        for fd in (events_r, events_w, control_r, control_w, payload_r):
+            os.close(fd)
+    assert found["run"].outcomes == {"example/0": {"observations": {"v": 1}},
+                                     f"random_points/{seed}": {"observations": {"h": 3}}}

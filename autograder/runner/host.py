@@ -11,11 +11,13 @@ lessons import once, then serves requests that come on the socket FD, one at a t
 each with three descriptors: the write end of the notebook's own events pipe, the write end
 of a control pipe, and the read end of its payload pipe. Only the notebook's own process reads
 the payload: first its cells, then, once it has reported its last cell's end, the scenarios
-to observe (`{"cells": ...}`, then `{"observe": ...}`). For each request it forks a process that confines itself
-(`autograder.runner.sandbox`), runs the cells, then the requested scenarios, reporting each
-on the events pipe (`autograder.runner.shell`); on the control pipe the host says which process
-it forked ("forked") and how it ended ("exited", with "oom" when its cgroup ran out of
-memory).
+to observe (`{"cells": ...}`, then `{"observe": ...}`), and, when that says there are more,
+once it has reported the first runs' outcomes ("observed"), the later runs (`{"runs": ...}`:
+the hidden scenarios, whose seeds are in no object of the process before then). For each
+request it forks a process that confines itself (`autograder.runner.sandbox`), runs the cells,
+then the requested scenarios, reporting each on the events pipe (`autograder.runner.shell`);
+on the control pipe the host says which process it forked ("forked") and how it ended
+("exited", with "oom" when its cgroup ran out of memory).
 
 With "prologue_cells" the first cells are the lesson's own worked examples, unchanged (the
 grader sends N > 0 only then): they run once, in a zygote process forked from the host, and
@@ -274,11 +276,18 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
             module = load_module(observe["source"], observe.get("filename", "<scenarios>"))
             from IPython.core.interactiveshell import InteractiveShell
             namespace = InteractiveShell.instance().user_ns
-            signal.setitimer(signal.ITIMER_PROF, timeout)
+            mistakes = bool(observe.get("mistakes"))
+            signal.setitimer(signal.ITIMER_PROF, timeout)  # one limit for both phases
             try:
-                outcomes = run_scenarios(module, namespace,
-                                         [tuple(r) for r in observe["runs"]],
-                                         mistakes=bool(observe.get("mistakes")))
+                outcomes = run_scenarios(module, namespace, [tuple(r) for r in observe["runs"]],
+                                         mistakes=mistakes)
+                if observe.get("more"):
+                    # The later runs (the hidden scenarios) and their seeds come only once the
+                    # first runs' outcomes are reported: no answer called before could find them.
+                    channel.send({"event": "observed", "outcomes": outcomes})
+                    later = _read_line(payload).get("runs") or []
+                    outcomes = run_scenarios(module, namespace, [tuple(r) for r in later],
+                                             mistakes=mistakes)
             except shell.CellTimeout:  # the answers' CPU time ran out (one cell's limit)
                 outcomes = None
             finally:
