@@ -3,8 +3,8 @@
 formgrader.
 
 Headless Debian Chromium driven by Playwright for Python. Screenshots of each step go to
-test-artifacts/browser/; with UPDATE_DOCS_IMAGES=1, the start page and a failing check also go
-to docs/images/ (the README shows them). All browser tests live in this one file, so that
+test-artifacts/browser/; with UPDATE_DOCS_IMAGES=1, the start page, a failing check and
+Validate's dialog also go to docs/images/ (the README shows them). All browser tests live in this one file, so that
 pytest-xdist's `--dist loadfile` runs them in one worker, one after the other.
 """
 
@@ -398,6 +398,7 @@ def test_validate_shows_its_summary_first_under_its_own_heading(browser, student
         message = page.locator(".jp-Dialog #validation-message")
         message.wait_for(timeout=180_000)
         screenshot(page, "student-11-validate-laptop")
+        docs_image(page.locator(".jp-Dialog-content"), "validate-summary.png")
         children = message.locator(":scope > *")
         assert children.nth(0).evaluate("e => e.tagName") == "H2"
         assert children.nth(0).inner_text() == "Summary"
