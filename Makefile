@@ -47,10 +47,12 @@ lab-solutions: setup
 
 ## formgrader: open nbgrader's formgrader on this course's gradebook and print its URL ([COURSE=<course root>] [PORT=8888])
 # JupyterLab from the course root, with nbgrader's instructor panels (which `make lab` hides);
-# it opens on the formgrader's page, /formgrader.
+# it opens on the formgrader's page, /formgrader. nbgrader_exchange/ is the exchange that
+# nbgrader_config.py names for one machine (git-ignored): the formgrader warns without one.
 COURSE ?= $(CURDIR)
 formgrader: setup
 	@test -f "$(COURSE)/nbgrader_config.py" || { echo "$(COURSE) is not a course root (no nbgrader_config.py): pass COURSE=<the folder with nbgrader_config.py and gradebook.db>" >&2; exit 2; }
+	@mkdir -p "$(COURSE)/nbgrader_exchange"
 	@echo "Starting nbgrader's formgrader for $(abspath $(COURSE)); open the address that ends in /formgrader?token=... below (Ctrl-C stops it)."
 	cd "$(COURSE)" && env -u JUPYTER_CONFIG_PATH "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(abspath $(COURSE))" --LabApp.default_url=/formgrader $(if $(PORT),--ServerApp.port=$(PORT)) $(ROOT_FLAG) $(FORMGRADER_ARGS)
 

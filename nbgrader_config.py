@@ -2,9 +2,11 @@
 
 import os
 
+import nbgrader
 from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput,
                                     DeduplicateIds, GetGrades, OverwriteKernelspec)
 
+import autograder
 from autograder.feedback import HideTestTracebacks
 from autograder.locked_cells import RestoreLockedCells
 
@@ -62,6 +64,20 @@ c.HTMLExporter.filters = {"clean_html": "autograder.feedback.clean_html",
                           "markdown2html": "autograder.feedback.markdown_to_clean_html",
                           "strip_files_prefix": "autograder.feedback.strip_files_prefix"}
 
+# The formgrader's submission pages load MathJax from the Jupyter server, not the internet:
+# the repository's jupyter/formgrader/ replaces the template part that names it, ahead of
+# nbgrader's own templates (which the feedback pages also use).
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(autograder.__file__)))
+c.HTMLExporter.extra_template_basedirs = [
+    os.path.join(REPOSITORY, "jupyter", "formgrader"),
+    os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"),
+]
+
+# nbgrader's exchange (release, fetch, submit, collect) is for a class: docs/CLASS.md names a
+# shared folder below this line, and the hub sets its own. Grading on one machine needs none,
+# but the formgrader checks for one, and without it logs "Unwritable directory" and warns on
+# its assignments page: here it finds this git-ignored folder, which `make formgrader` creates.
+c.Exchange.root = os.path.join(COURSE_ROOT, "nbgrader_exchange")
 c.Exchange.assignment_dir = COURSE_ROOT
 # Collect copies only regular files a student owns, never through a link, bounded, takes the
 # submission's time from the exchange's clock (not the folder's name), and skips (and names) a

@@ -401,7 +401,8 @@ def lab_command(work: Path, root: Path = COURSE_ROOT, extra: list[str] | None = 
         f"--LabApp.user_settings_dir={work / LAB_STATE / 'settings'}",
         f"--LabApp.workspaces_dir={work / LAB_STATE / 'workspaces'}",
         f"--LabApp.default_url=/lab/tree/{START_PAGE}",
-        # coursekit-start-page: reloads the start page when it is shown and after a save
+        # coursekit-start-page: reloads the start page when it is shown and after a save;
+        # coursekit-validate: gives Validate's summary a heading of its own
         f"--LabApp.extra_labextensions_path={root / 'jupyter' / 'student' / 'labextensions'}",
         "--LabApp.news_url=None",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",

@@ -146,8 +146,9 @@ def summarise_validation(notebook) -> None:
     """Fill the summary cell (the notebook's first, from `validation_started`) when exercises
     fail. Validate's dialog lists the failing graded cells in order, each as "The following
     cell failed:", its source and its error: made a failing graded cell worth no points, the
-    summary comes first. The notebook is not saved; when everything passes, the empty cell
-    without nbgrader metadata is not listed."""
+    summary comes first (jupyter/student/labextensions/coursekit-validate gives it a heading of
+    its own). The notebook is not saved; when everything passes, the empty cell without
+    nbgrader metadata is not listed."""
     summary = next((c for c in notebook.cells[:1] if c.get("id") == SUMMARY_ID), None)
     results = exercise_results(notebook)
     if summary is None or all(r.passed for r in results):

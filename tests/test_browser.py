@@ -3,8 +3,8 @@
 formgrader.
 
 Headless Debian Chromium driven by Playwright for Python. Screenshots of each step go to
-test-artifacts/browser/; with UPDATE_DOCS_IMAGES=1, the start page and a failing check also go
-to docs/images/ (the README shows them). All browser tests live in this one file, so that
+test-artifacts/browser/; with UPDATE_DOCS_IMAGES=1, the start page, a failing check and
+Validate's dialog also go to docs/images/ (the README shows them). All browser tests live in this one file, so that
 pytest-xdist's `--dist loadfile` runs them in one worker, one after the other.
 """
 
@@ -33,6 +33,8 @@ START_PAGE = "START-HERE.md"
 PRACTICE = "01_leaf_and_intermediate/practice.ipynb"
 VALIDATE_SUCCESS = "Success! Your notebook passes all the tests."
 DOCS_IMAGES = REPO_ROOT / "docs" / "images"
+# A common laptop screen (issue 24 tried the course at this size).
+LAPTOP = {"width": 1366, "height": 768}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -376,6 +378,47 @@ def test_run_all_reaches_the_end_of_a_fresh_lesson(page, student_lab, lesson):
         tests = _run_all_to_the_end(page, notebook)
         _assert_only_unanswered_exercises_fail(page, student_lab.root_dir / path, tests)
     finally:
+        student_lab.shut_down_kernels()
+
+
+def test_validate_shows_its_summary_first_under_its_own_heading(browser, student_lab):
+    """Issue 24 item 11: on a laptop's screen (1366x768), Validate's dialog opens with the
+    course's summary under a heading of its own, whole and without a sideways scroll; nbgrader's
+    failing test cells follow under theirs."""
+    lesson = LESSONS[1]
+    path = f"{lesson}/{lesson}.ipynb"
+    notebook = nbformat.read(student_lab.root_dir / path, as_version=4)
+    exercises = [c for c in notebook.cells if grading(c).get("grade")]
+    context = browser.new_context(viewport=LAPTOP)
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    try:
+        open_in_lab(page, student_lab, path)
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .validate-button").click()
+        message = page.locator(".jp-Dialog #validation-message")
+        message.wait_for(timeout=180_000)
+        screenshot(page, "student-11-validate-laptop")
+        docs_image(page.locator(".jp-Dialog-content"), "validate-summary.png")
+        children = message.locator(":scope > *")
+        assert children.nth(0).evaluate("e => e.tagName") == "H2"
+        assert children.nth(0).inner_text() == "Summary"
+        summary = children.nth(1).locator("pre")
+        assert summary.inner_text().startswith("Validate ran this notebook from the top")
+        assert f"Result: 0 of {len(exercises)} exercises pass" in summary.inner_text()
+        assert children.nth(2).inner_text() == "Failing test cells"
+        assert children.nth(3).inner_text() == "The following cell failed:"
+        text = message.inner_text()
+        assert "This is a summary" not in text
+        assert text.count("The following cell failed:") == len(exercises)
+        # The heading and the whole summary are on the screen, no line cut off at the side.
+        box = summary.bounding_box()
+        assert children.nth(0).bounding_box()["y"] >= 0
+        assert box["y"] + box["height"] <= LAPTOP["height"], box
+        assert box["x"] >= 0 and box["x"] + box["width"] <= LAPTOP["width"], box
+        assert summary.evaluate("e => e.scrollWidth <= e.clientWidth")
+        page.locator(".jp-Dialog").get_by_role("button", name="Ok").click()
+    finally:
+        context.close()
         student_lab.shut_down_kernels()
 
 

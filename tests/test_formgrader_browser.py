@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from nbformat.v4 import new_markdown_cell
@@ -32,6 +33,9 @@ from test_feedback_html import HOSTILE_ANSWER, hostile_markdown  # noqa: E402
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LESSON = fixture_course.LESSON_A
+# A student's note with maths, which the formgrader's view of the submission must typeset.
+MATHS_MARKDOWN = (r"My note: the gradient of $y = \sum_i x_i^3$ is "
+                  r"$\frac{\partial y}{\partial x_i} = 3x_i^2$.")
 URL = re.compile(r"(http://127\.0\.0\.1:\d+/formgrader\?token=\w+)")
 
 
@@ -45,7 +49,9 @@ def graded_course(tmp_path_factory):
     root = fixture_course.build_course(base / "course")
     lessons = Lessons(root, [LESSON])
     submissions = base / "class"
-    _write(lessons.correct(LESSON), submissions / "correct" / f"{LESSON}.ipynb")
+    correct = lessons.correct(LESSON)
+    correct.cells.insert(1, new_markdown_cell(MATHS_MARKDOWN))
+    _write(correct, submissions / "correct" / f"{LESSON}.ipynb")
     _write(lessons.blank(LESSON), submissions / "blank" / f"{LESSON}.ipynb")
     hostile = lessons.with_answer(LESSON, HOSTILE_ANSWER, base="correct")
     hostile.cells.insert(1, new_markdown_cell(hostile_markdown()))
@@ -62,8 +68,9 @@ def graded_course(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def formgrader(graded_course, tmp_path_factory):
-    """`make formgrader COURSE=...`, started as an instructor would; yields its URL."""
+def formgrader_run(graded_course, tmp_path_factory):
+    """`make formgrader COURSE=...`, started as an instructor would; yields its URL and the
+    file with the command's output."""
     state = tmp_path_factory.mktemp("formgrader-state")
     settings = state / "lab-settings"
     for name, values in lab_page.LAB_SETTINGS.items():
@@ -100,7 +107,7 @@ def formgrader(graded_course, tmp_path_factory):
                 time.sleep(0.5)
         assert url, "make formgrader printed no formgrader URL:\n" + log_path.read_text()[-3000:]
         assert f":{port}/" in url
-        yield url
+        yield url, log_path
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)  # the group started above: make and jupyter
@@ -109,6 +116,12 @@ def formgrader(graded_course, tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def formgrader(formgrader_run):
+    """The formgrader's URL."""
+    return formgrader_run[0]
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +191,54 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader(page, formgrader):
     assert "run-print" in page.content()  # the student's output is on the page, as text
     assert page.evaluate("window.__pwned || []") == []
     screenshot(page, "make-formgrader-04-hostile-submission")
+
+
+def _open_submission(page, student: str) -> None:
+    """From the formgrader's start, through Manage Students, to `student`'s submission."""
+    page.get_by_role("link", name="Manage Students").click()
+    page.wait_for_url(re.compile(r"/formgrader/manage_students$"))
+    rows = page.locator("#main-table tr")
+    rows.filter(has=page.locator("td.id", has_text=student)).locator("a").first.click()
+    page.wait_for_url(re.compile(rf"/manage_students/{student}$"))
+    rows.filter(has_text=LESSON).first.locator("a").first.click()
+    page.wait_for_url(re.compile(rf"/manage_students/{student}/{LESSON}$"))
+    rows.filter(has_text=LESSON).first.locator("a").first.click()
+    page.wait_for_url(re.compile(r"/formgrader/submissions/\w+/?$"))
+    page.locator("input.score").first.wait_for()
+
+
+def test_maths_render_in_a_submission_offline(page, formgrader):
+    """Issue 24 item 9: with every address but the formgrader's own blocked, a student's
+    maths are typeset (MathJax from the Jupyter server), and nothing is asked of the internet."""
+    outside = []
+
+    def local_only(route):
+        host = urlsplit(route.request.url).hostname
+        if host in ("127.0.0.1", "localhost"):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.context.route("**/*", local_only)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(formgrader)
+    _open_submission(page, "correct")
+    note = page.locator(".text_cell_render", has_text="My note").first
+    note.locator(".MathJax").nth(1).wait_for()
+    assert note.locator(".MathJax").count() == 2  # both formulas, typeset
+    assert "$" not in note.inner_text()  # no TeX left as text
+    assert outside == []
+    assert errors == []  # the formgrader's own script needs MathJax too
+    screenshot(page, "make-formgrader-05-maths-offline")
+
+
+def test_the_formgrader_has_an_exchange_on_one_machine(page, formgrader_run):
+    """Issue 24 item 9: grading locally, the formgrader neither logs that nbgrader's exchange
+    folder is unwritable nor warns about it on its assignments page."""
+    url, log_path = formgrader_run
+    page.goto(url)
+    page.locator("#main-table tr", has_text=LESSON).first.wait_for()
+    assert page.locator("#warning-exchange").count() == 0
+    assert "Unwritable directory" not in log_path.read_text(errors="replace")

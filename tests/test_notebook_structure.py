@@ -81,6 +81,24 @@ def test_solution_outputs_are_stored(lesson):
     assert all(c.execution_count for c in cells), "run `make outputs` to store every cell's output"
 
 
+def test_a_stored_warning_is_announced_as_one_before_its_cell(lesson):
+    """Issue 24 item 12: torch's warnings show as pink boxes that beginners take for errors. A
+    lesson hides the ones it expects (warnings.catch_warnings in the cell) or, where a warning
+    is the point, says just before the cell that its pink box is a warning, not an error."""
+    notebook = read_notebook(solution_path(lesson))
+    for index, cell in enumerate(notebook.cells):
+        stderr = [o for o in cell.get("outputs", [])
+                  if o.output_type == "stream" and o.name == "stderr"]
+        if not stderr:
+            continue
+        before = notebook.cells[index - 1]
+        words = " ".join(before.source.split())
+        announced = (before.cell_type == "markdown" and "pink box" in words
+                     and "not an error" in words)
+        assert announced, (f"{lesson}, cell {index} writes to stderr without the cell before "
+                           f"saying it is a warning:\n{''.join(o.text for o in stderr)[:300]}")
+
+
 def test_student_notebook_has_no_solution_no_hidden_test_no_output(lesson):
     student = read_notebook(student_path(lesson))
     for cell in student.cells:
