@@ -526,7 +526,7 @@ def test_same_answers_full_marks_on_different_inputs(judged):
         not in seeds
 
 
-_RAISED_HIDDEN = re.compile(r"the answer raised (\w+) on these inputs")
+_RAISED_HIDDEN = re.compile(r"your code raised (\w+)")
 
 
 def _raised_on_hidden(out, student: str) -> list[str]:

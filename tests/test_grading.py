@@ -268,7 +268,7 @@ def test_gradebook_matches_grades_csv(graded):
 
 
 def test_summary_and_quiet_progress(graded):
-    assert "Graded" in graded["stdout"] and "timeout 4" in graded["stdout"]
+    assert "Graded" in graded["stdout"] and "timeout 5" in graded["stdout"]
     assert "\r[" not in graded["stderr"]  # no progress bar under CI
 
 
