@@ -151,9 +151,6 @@ class _CachedHighlighter:
         return found
 
 
-_HIGHLIGHTERS: dict = {}
-
-
 # --------------------------------------------------------------------------------------------
 # Cleaning what a student wrote
 
@@ -338,6 +335,43 @@ def markdown_to_clean_html(source: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# What colouring code may cost the grader
+
+# Pygments colours code in about 20 µs a token with the course's lexer (a notebook of 1 MiB of
+# code took half a minute), and some of its other lexers take time that grows with the cube
+# of a line's length (`autoit`: 5 KB of blanks, 17 s). So code is always coloured by the
+# course's lexer, never by one the notebook's metadata names (`language_info.pygments_lexer`,
+# a cell's `magics_language`), and only so much of it: a cell over CODE_CELL_CHARS, and the
+# cells after a notebook's first CODE_NOTEBOOK_CHARS, are shown without colours. A lesson's
+# longest code cell is under 4,000 characters and all its code under 30,000.
+CODE_LEXER = "ipython3"
+CODE_CELL_CHARS = 20_000
+CODE_NOTEBOOK_CHARS = 100_000
+
+
+def code_as_text(source: str, why: str) -> str:
+    """`source` shown escaped, without colours, after a note that says `why`."""
+    return (f'<div class="highlight code-as-text"><p><em>This cell\'s code is shown without '
+            f"colours: {html.escape(why)}</em></p><pre>{html.escape(source)}</pre></div>")
+
+
+@functools.lru_cache(maxsize=1)
+def _code_highlighter() -> _CachedHighlighter:
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    return _CachedHighlighter(Highlight2HTML(pygments_lexer=CODE_LEXER))
+
+
+def highlight_code(source: str, language: str | None = None, metadata=None) -> str:
+    """A code cell in colour by the course's lexer, whatever `language` and `metadata` name
+    (a filter for the formgrader's pages); without colours when longer than a cell may be."""
+    if len(source) > CODE_CELL_CHARS:
+        return code_as_text(source, f"it is longer than the {CODE_CELL_CHARS:,} characters "
+                                    "a cell is coloured for.")
+    return _code_highlighter()(source, CODE_LEXER)
+
+
+# --------------------------------------------------------------------------------------------
 # The page's head: its policy, colours and MathJax
 
 LOG = logging.getLogger("autograder.feedback")
@@ -513,6 +547,23 @@ class FeedbackHTMLExporter(HTMLExporter):
     # What is left of the notebook's markdown work (see MARKDOWN_NOTEBOOK_WORK); every cell
     # counts, rendered or found in the cache, so that the same notebook always renders alike.
     _work_left = MARKDOWN_NOTEBOOK_WORK
+    _code_left = CODE_NOTEBOOK_CHARS  # likewise, of the characters of code it colours
+
+    def highlight_code(self, source: str, language: str | None = None, metadata=None) -> str:
+        """As the module's `highlight_code`, within the notebook's budget of code coloured."""
+        if len(source) <= CODE_CELL_CHARS:
+            self._code_left -= len(source)
+            if self._code_left < 0:
+                return code_as_text(source, f"the notebook's code before it used up the "
+                                            f"{CODE_NOTEBOOK_CHARS:,} characters coloured "
+                                            "per notebook.")
+        return highlight_code(source)
+
+    def register_filter(self, name, jinja_filter):
+        # HTMLExporter registers a highlighter for the lexer the notebook's metadata names.
+        if name == "highlight_code":
+            jinja_filter = self.highlight_code
+        return super().register_filter(name, jinja_filter)
 
     @contextfilter
     def markdown2html(self, context, source):
@@ -565,6 +616,7 @@ class FeedbackHTMLExporter(HTMLExporter):
 
     def from_notebook_node(self, nb, resources=None, **kw):
         self._work_left = MARKDOWN_NOTEBOOK_WORK
+        self._code_left = CODE_NOTEBOOK_CHARS
         page, resources = super().from_notebook_node(nb, resources, **kw)
         return offline_page(page, has_maths(nb)), resources
 
@@ -576,23 +628,13 @@ def feedback_exporter_class():
 
 @contextlib.contextmanager
 def quick_html_export():
-    """While active, HTMLExporter skips its BeautifulSoup pass (see `_NoSoup`) and highlights
-    code through a cache."""
+    """While active, HTMLExporter skips its BeautifulSoup pass (see `_NoSoup`); the feedback
+    exporter colours code through a cache of its own (`highlight_code`)."""
     from nbconvert.exporters import html as html_exporter
 
-    original_soup, original_highlight = html_exporter.BeautifulSoup, html_exporter.Highlight2HTML
-
-    def highlighter(pygments_lexer=None, **kwargs):
-        found = _HIGHLIGHTERS.get(pygments_lexer)
-        if found is None:
-            found = _HIGHLIGHTERS[pygments_lexer] = _CachedHighlighter(
-                original_highlight(pygments_lexer=pygments_lexer, **kwargs))
-        return found
-
+    original_soup = html_exporter.BeautifulSoup
     html_exporter.BeautifulSoup = _NoSoup
-    html_exporter.Highlight2HTML = highlighter
     try:
         yield
     finally:
         html_exporter.BeautifulSoup = original_soup
-        html_exporter.Highlight2HTML = original_highlight
