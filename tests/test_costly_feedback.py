@@ -150,7 +150,8 @@ def test_code_is_coloured_by_the_courses_lexer_whatever_the_notebook_names():
 
     from autograder.nbgrader_inproc import course_config
 
-    cells = [new_code_cell(BLANKS), new_code_cell("%%x\nx = 1", metadata={"magics_language": "autoit"})]
+    cells = [new_code_cell(BLANKS),
+             new_code_cell("%%x\nx = 1", metadata={"magics_language": "autoit"})]
     page = render(cells, lexer="autoit")
     assert set(re.findall(r"\bhl-[\w-]+", page)) == {"hl-ipython3"}
     assert page.count('class="highlight') == 2 and CODE_AS_TEXT not in page
