@@ -290,7 +290,7 @@ class CleanNotebook(Preprocessor):
 # What rendering markdown may cost the grader
 
 # The work of rendering a markdown cell (nbconvert's mistune, then the sanitiser), estimated
-# from its text before anything renders it, in units of about a microsecond of a 2020s core.
+# from its text and attachments before anything renders it, in units of about a microsecond of a 2020s core.
 # A lesson's markdown cell is under 10,000 and a lesson under 60,000; a cell over the first
 # limit, and the cells after a notebook has spent the second, are shown as plain text.
 MARKDOWN_CELL_WORK = 1_000_000
@@ -310,6 +310,19 @@ def markdown_work(source: str) -> int:
             + 5 * (source.count("`") + source.count("*") + source.count("_"))
             + blocks * blocks // 100 + tags * tags // 20
             + source.count("\\begin") * size // 100)
+
+
+def attachments_work(source: str, attachments) -> int:
+    """The estimated work of embedding a markdown cell's attachments (pictures pasted into
+    it): nbconvert writes an attachment's data into the page at each image that names it,
+    and every image of the source starts with `![`, so at most that many times the largest
+    (a reference-style image names it once for any number of uses)."""
+    if not isinstance(attachments, dict) or not attachments:
+        return 0
+    largest = max((len(value) if isinstance(value, str) else sum(map(len, map(str, value)))
+                   for data in attachments.values() if isinstance(data, dict)
+                   for value in data.values() if isinstance(value, (str, list))), default=0)
+    return source.count("![") * largest
 
 
 def markdown_as_text(source: str, why: str) -> str:
@@ -567,7 +580,8 @@ class FeedbackHTMLExporter(HTMLExporter):
 
     @contextfilter
     def markdown2html(self, context, source):
-        work = markdown_work(source)
+        cell = context.get("cell", {})
+        work = markdown_work(source) + attachments_work(source, cell.get("attachments"))
         if work > MARKDOWN_CELL_WORK:
             return markdown_as_text(source, _too_costly(work))
         self._work_left -= work
@@ -575,7 +589,6 @@ class FeedbackHTMLExporter(HTMLExporter):
             return markdown_as_text(source, (
                 f"the notebook's markdown before it used up the work its rendering may take "
                 f"({MARKDOWN_NOTEBOOK_WORK:,} units, estimated from each cell's text)."))
-        cell = context.get("cell", {})
         if cell.get("attachments"):
             return _clean_markdown_html(super().markdown2html(context, source))
         # The notebook's folder matters only to embed images it links to: otherwise the same

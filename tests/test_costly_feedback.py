@@ -10,6 +10,7 @@ page's size, which cells render as markdown). benchmarks/feedback_cost.py times 
 
 from __future__ import annotations
 
+import base64
 import copy
 import os
 import re
@@ -142,6 +143,28 @@ def test_a_real_lessons_feedback_page_renders_its_markdown():
     assert CODE_AS_TEXT not in page  # and all their code is in colour
 
 
+def picture(size: int) -> dict:
+    """A markdown cell's attachment: a PNG's bytes, base64 as a notebook holds them."""
+    return {"image/png": base64.b64encode(b"\x89PNG" + bytes(size)).decode()}
+
+
+def test_an_attachment_is_embedded_only_as_often_as_the_budget_allows():
+    # One picture pasted into a cell renders, embedded in the page.
+    cell = new_markdown_cell("A screenshot: ![shot](attachment:shot.png)")
+    cell["attachments"] = {"shot.png": picture(200_000)}
+    page = render([cell])
+    assert page.count(cell["attachments"]["shot.png"]["image/png"]) == 1
+    assert AS_TEXT not in page
+    # A reference-style image names it once and uses it at every `![x][r]`: nbconvert wrote
+    # the picture into the page at each (40 copies of 270 KB; thousands fit in a cell).
+    cell = new_markdown_cell("![x][r] " * 40 + "\n\n[r]: attachment:shot.png")
+    cell["attachments"] = {"shot.png": picture(200_000)}
+    page = render([cell])
+    assert cell["attachments"]["shot.png"]["image/png"] not in page
+    assert page.count(AS_TEXT) == 1 and len(page) < 1 << 20
+    assert "rendering it would cost the grader too much" in page
+
+
 # --------------------------------------------------------------------------------------------
 # Code
 
@@ -199,6 +222,11 @@ def test_graded_colours_and_costly_markdown_give_a_small_page(tmp_path):
                            for name in ("unclosed maths environments",
                                         "raw HTML blocks left open", "setext headings")]
     _write(markdown, tmp_path / "class" / "markdown" / f"{A}.ipynb")
+    pictures = course.correct(A)
+    pasted = new_markdown_cell("![x][r] " * 100 + "\n\n[r]: attachment:shot.png")
+    pasted["attachments"] = {"shot.png": picture(256_000)}
+    pictures.cells[1:1] = [pasted]
+    _write(pictures, tmp_path / "class" / "pictures" / f"{A}.ipynb")
     lexer = course.correct(A)
     lexer.metadata["language_info"]["pygments_lexer"] = "autoit"
     lexer.cells[2:2] = [new_code_cell(BLANKS)]
@@ -212,6 +240,7 @@ def test_graded_colours_and_costly_markdown_give_a_small_page(tmp_path):
     assert "colours,01_fixture_basics,3,3,graded" in grades
     assert "markdown,01_fixture_basics,3,3,graded" in grades
     assert "lexer,01_fixture_basics,3,3,graded" in grades
+    assert "pictures,01_fixture_basics,3,3,graded" in grades
 
     autograded = nbformat.read(root / "autograded" / "colours" / A / f"{A}.ipynb", as_version=4)
     texts = [o.get("text", "") for c in autograded.cells if c.cell_type == "code"
@@ -226,6 +255,10 @@ def test_graded_colours_and_costly_markdown_give_a_small_page(tmp_path):
     page = (tmp_path / "out" / "feedback" / "markdown" / f"{A}.html").read_text(encoding="utf-8")
     assert page.count(AS_TEXT) == 3
     assert '<h1 id="Fixture-lesson-A">' in page  # the lesson's own markdown still renders
+
+    page = tmp_path / "out" / "feedback" / "pictures" / f"{A}.html"
+    assert page.stat().st_size < 2 << 20  # it was 34 MB: the picture a hundred times
+    assert page.read_text(encoding="utf-8").count(AS_TEXT) == 1
 
     page = (tmp_path / "out" / "feedback" / "lexer" / f"{A}.html").read_text(encoding="utf-8")
     assert set(re.findall(r"\bhl-[\w-]+", page)) == {"hl-ipython3"}
