@@ -290,9 +290,10 @@ class CleanNotebook(Preprocessor):
 # What rendering markdown may cost the grader
 
 # The work of rendering a markdown cell (nbconvert's mistune, then the sanitiser), estimated
-# from its text and attachments before anything renders it, in units of about a microsecond of a 2020s core.
-# A lesson's markdown cell is under 10,000 and a lesson under 60,000; a cell over the first
-# limit, and the cells after a notebook has spent the second, are shown as plain text.
+# from its text and attachments before anything renders it, in units of about a microsecond
+# of a 2020s core. A lesson's markdown cell is under 10,000 and a lesson under 60,000; a cell
+# over the first limit, and the cells after a notebook has spent the second, are shown as
+# plain text.
 MARKDOWN_CELL_WORK = 1_000_000
 MARKDOWN_NOTEBOOK_WORK = 2_000_000
 
