@@ -71,6 +71,12 @@ ESCAPE_WORK = 1 << 24
 ESCAPE_COST_BYTES = 256
 _ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]?)?")
 CHECKS_STOPPED_ENAME = "ChecksStopped"  # the run stopped while the scenarios ran its answers
+# The names of the errors the grader writes into a notebook, which decide its status (a
+# timeout, a death, cells not run): an error of the same name that a notebook reports (an
+# exception class it named so) is renamed, so that it never decides a status or quotes the
+# notebook's own words as the grader's.
+GRADER_ENAMES = frozenset({TIMEOUT_ENAME, DEAD_ENAME, NOT_RUN_ENAME, CHECK_ENAME,
+                           CHECKS_STOPPED_ENAME})
 _STOP_ENAMES = {"timeout": (TIMEOUT_ENAME,), "oom": ("MemoryError",), "died": (DEAD_ENAME,)}
 GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
 # A cell's limit is CPU time: kept inside the sandbox (a timer that stops the cell cleanly),
@@ -606,7 +612,10 @@ def _clean_output(output: Any) -> dict | None:
             "stdout", "stderr") else "stdout", "text": _text(output.get("text"))})
     if kind == "error":
         trace = output.get("traceback")
-        return _without_escapes({"output_type": "error", "ename": _text(output.get("ename"), 200),
+        ename = _text(output.get("ename"), 200)
+        if ename in GRADER_ENAMES:  # only the grader writes its notes (a status is read from them)
+            ename += " (raised by the notebook)"
+        return _without_escapes({"output_type": "error", "ename": ename,
                                  "evalue": _text(output.get("evalue"), 20_000),
                                  "traceback": [_text(t, 20_000) for t in trace[:200]]
                                  if isinstance(trace, list) else []})
