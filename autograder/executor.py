@@ -534,9 +534,14 @@ def _clean_done(message: dict) -> dict:
 
 
 def _text(value: Any, limit: int = 4_000_000) -> str:
+    """A reported text, at most `limit` characters, that UTF-8 can write: a lone surrogate
+    (which a Python string may hold, and JSON carries as `\\udcff`) becomes `?`; nbformat
+    could not write the notebook, and the whole submission went ungraded."""
     if isinstance(value, list):
         value = "".join(v for v in value if isinstance(v, str))
-    return value[:limit] if isinstance(value, str) else ""
+    if not isinstance(value, str):
+        return ""
+    return value[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
 def _output_texts(output: dict) -> list[str]:
