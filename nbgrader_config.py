@@ -57,12 +57,14 @@ c.GenerateFeedback.preprocessors = [GetGrades, HideTestTracebacks, ClearHiddenTe
 # in colour. `nbgrader generate_feedback` and `python -m autograder grade` both use it.
 c.GenerateFeedback.exporter_class = "autograder.feedback.FeedbackHTMLExporter"
 # The formgrader shows submissions through nbconvert's HTMLExporter: the same cleaning there
-# (markdown cells and outputs' HTML through the allow-list, no JavaScript outputs).
+# (markdown cells and outputs' HTML through the allow-list, no JavaScript outputs, code
+# coloured by the course's lexer, never one the notebook's metadata names).
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.preprocessors = ["autograder.feedback.CleanNotebook"]
 c.HTMLExporter.filters = {"clean_html": "autograder.feedback.clean_html",
                           "markdown2html": "autograder.feedback.markdown_to_clean_html",
-                          "strip_files_prefix": "autograder.feedback.strip_files_prefix"}
+                          "strip_files_prefix": "autograder.feedback.strip_files_prefix",
+                          "highlight_code": "autograder.feedback.highlight_code"}
 
 # The formgrader's submission pages load MathJax from the Jupyter server, not the internet:
 # the repository's jupyter/formgrader/ replaces the template part that names it, ahead of

@@ -71,6 +71,12 @@ ESCAPE_WORK = 1 << 24
 ESCAPE_COST_BYTES = 256
 _ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]?)?")
 CHECKS_STOPPED_ENAME = "ChecksStopped"  # the run stopped while the scenarios ran its answers
+# The names of the errors the grader writes into a notebook, which decide its status (a
+# timeout, a death, cells not run): an error of the same name that a notebook reports (an
+# exception class it named so) is renamed, so that it never decides a status or quotes the
+# notebook's own words as the grader's.
+GRADER_ENAMES = frozenset({TIMEOUT_ENAME, DEAD_ENAME, NOT_RUN_ENAME, CHECK_ENAME,
+                           CHECKS_STOPPED_ENAME})
 _STOP_ENAMES = {"timeout": (TIMEOUT_ENAME,), "oom": ("MemoryError",), "died": (DEAD_ENAME,)}
 GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
 # A cell's limit is CPU time: kept inside the sandbox (a timer that stops the cell cleanly),
@@ -565,9 +571,14 @@ def _clean_done(message: dict) -> dict:
 
 
 def _text(value: Any, limit: int = 4_000_000) -> str:
+    """A reported text, at most `limit` characters, that UTF-8 can write: a lone surrogate
+    (which a Python string may hold, and JSON carries as `\\udcff`) becomes `?`; nbformat
+    could not write the notebook, and the whole submission went ungraded."""
     if isinstance(value, list):
         value = "".join(v for v in value if isinstance(v, str))
-    return value[:limit] if isinstance(value, str) else ""
+    if not isinstance(value, str):
+        return ""
+    return value[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
 def _output_texts(output: dict) -> list[str]:
@@ -643,7 +654,10 @@ def _clean_output(output: Any) -> dict | None:
             "stdout", "stderr") else "stdout", "text": _text(output.get("text"))})
     if kind == "error":
         trace = output.get("traceback")
-        return _without_escapes({"output_type": "error", "ename": _text(output.get("ename"), 200),
+        ename = _text(output.get("ename"), 200)
+        if ename in GRADER_ENAMES:  # only the grader writes its notes (a status is read from them)
+            ename += " (raised by the notebook)"
+        return _without_escapes({"output_type": "error", "ename": ename,
                                  "evalue": _text(output.get("evalue"), 20_000),
                                  "traceback": [_text(t, 20_000) for t in trace[:200]]
                                  if isinstance(trace, list) else []})

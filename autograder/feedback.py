@@ -151,9 +151,6 @@ class _CachedHighlighter:
         return found
 
 
-_HIGHLIGHTERS: dict = {}
-
-
 # --------------------------------------------------------------------------------------------
 # Cleaning what a student wrote
 
@@ -293,9 +290,10 @@ class CleanNotebook(Preprocessor):
 # What rendering markdown may cost the grader
 
 # The work of rendering a markdown cell (nbconvert's mistune, then the sanitiser), estimated
-# from its text before anything renders it, in units of about a microsecond of a 2020s core.
-# A lesson's markdown cell is under 10,000 and a lesson under 60,000; a cell over the first
-# limit, and the cells after a notebook has spent the second, are shown as plain text.
+# from its text and attachments before anything renders it, in units of about a microsecond
+# of a 2020s core. A lesson's markdown cell is under 10,000 and a lesson under 60,000; a cell
+# over the first limit, and the cells after a notebook has spent the second, are shown as
+# plain text.
 MARKDOWN_CELL_WORK = 1_000_000
 MARKDOWN_NOTEBOOK_WORK = 2_000_000
 
@@ -313,6 +311,19 @@ def markdown_work(source: str) -> int:
             + 5 * (source.count("`") + source.count("*") + source.count("_"))
             + blocks * blocks // 100 + tags * tags // 20
             + source.count("\\begin") * size // 100)
+
+
+def attachments_work(source: str, attachments) -> int:
+    """The estimated work of embedding a markdown cell's attachments (pictures pasted into
+    it): nbconvert writes an attachment's data into the page at each image that names it,
+    and every image of the source starts with `![`, so at most that many times the largest
+    (a reference-style image names it once for any number of uses)."""
+    if not isinstance(attachments, dict) or not attachments:
+        return 0
+    largest = max((len(value) if isinstance(value, str) else sum(map(len, map(str, value)))
+                   for data in attachments.values() if isinstance(data, dict)
+                   for value in data.values() if isinstance(value, (str, list))), default=0)
+    return source.count("![") * largest
 
 
 def markdown_as_text(source: str, why: str) -> str:
@@ -335,6 +346,43 @@ def markdown_to_clean_html(source: str) -> str:
     if work > MARKDOWN_CELL_WORK:
         return markdown_as_text(source, _too_costly(work))
     return _clean_markdown_html(markdown2html_mistune(source))
+
+
+# --------------------------------------------------------------------------------------------
+# What colouring code may cost the grader
+
+# Pygments colours code in about 20 µs a token with the course's lexer (a notebook of 1 MiB of
+# code took half a minute), and some of its other lexers take time that grows with the cube
+# of a line's length (`autoit`: 5 KB of blanks, 17 s). So code is always coloured by the
+# course's lexer, never by one the notebook's metadata names (`language_info.pygments_lexer`,
+# a cell's `magics_language`), and only so much of it: a cell over CODE_CELL_CHARS, and the
+# cells after a notebook's first CODE_NOTEBOOK_CHARS, are shown without colours. A lesson's
+# longest code cell is under 4,000 characters and all its code under 30,000.
+CODE_LEXER = "ipython3"
+CODE_CELL_CHARS = 20_000
+CODE_NOTEBOOK_CHARS = 100_000
+
+
+def code_as_text(source: str, why: str) -> str:
+    """`source` shown escaped, without colours, after a note that says `why`."""
+    return (f'<div class="highlight code-as-text"><p><em>This cell\'s code is shown without '
+            f"colours: {html.escape(why)}</em></p><pre>{html.escape(source)}</pre></div>")
+
+
+@functools.lru_cache(maxsize=1)
+def _code_highlighter() -> _CachedHighlighter:
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    return _CachedHighlighter(Highlight2HTML(pygments_lexer=CODE_LEXER))
+
+
+def highlight_code(source: str, language: str | None = None, metadata=None) -> str:
+    """A code cell in colour by the course's lexer, whatever `language` and `metadata` name
+    (a filter for the formgrader's pages); without colours when longer than a cell may be."""
+    if len(source) > CODE_CELL_CHARS:
+        return code_as_text(source, f"it is longer than the {CODE_CELL_CHARS:,} characters "
+                                    "a cell is coloured for.")
+    return _code_highlighter()(source, CODE_LEXER)
 
 
 # --------------------------------------------------------------------------------------------
@@ -513,10 +561,28 @@ class FeedbackHTMLExporter(HTMLExporter):
     # What is left of the notebook's markdown work (see MARKDOWN_NOTEBOOK_WORK); every cell
     # counts, rendered or found in the cache, so that the same notebook always renders alike.
     _work_left = MARKDOWN_NOTEBOOK_WORK
+    _code_left = CODE_NOTEBOOK_CHARS  # likewise, of the characters of code it colours
+
+    def highlight_code(self, source: str, language: str | None = None, metadata=None) -> str:
+        """As the module's `highlight_code`, within the notebook's budget of code coloured."""
+        if len(source) <= CODE_CELL_CHARS:
+            self._code_left -= len(source)
+            if self._code_left < 0:
+                return code_as_text(source, f"the notebook's code before it used up the "
+                                            f"{CODE_NOTEBOOK_CHARS:,} characters coloured "
+                                            "per notebook.")
+        return highlight_code(source)
+
+    def register_filter(self, name, jinja_filter):
+        # HTMLExporter registers a highlighter for the lexer the notebook's metadata names.
+        if name == "highlight_code":
+            jinja_filter = self.highlight_code
+        return super().register_filter(name, jinja_filter)
 
     @contextfilter
     def markdown2html(self, context, source):
-        work = markdown_work(source)
+        cell = context.get("cell", {})
+        work = markdown_work(source) + attachments_work(source, cell.get("attachments"))
         if work > MARKDOWN_CELL_WORK:
             return markdown_as_text(source, _too_costly(work))
         self._work_left -= work
@@ -524,7 +590,6 @@ class FeedbackHTMLExporter(HTMLExporter):
             return markdown_as_text(source, (
                 f"the notebook's markdown before it used up the work its rendering may take "
                 f"({MARKDOWN_NOTEBOOK_WORK:,} units, estimated from each cell's text)."))
-        cell = context.get("cell", {})
         if cell.get("attachments"):
             return _clean_markdown_html(super().markdown2html(context, source))
         # The notebook's folder matters only to embed images it links to: otherwise the same
@@ -565,6 +630,7 @@ class FeedbackHTMLExporter(HTMLExporter):
 
     def from_notebook_node(self, nb, resources=None, **kw):
         self._work_left = MARKDOWN_NOTEBOOK_WORK
+        self._code_left = CODE_NOTEBOOK_CHARS
         page, resources = super().from_notebook_node(nb, resources, **kw)
         return offline_page(page, has_maths(nb)), resources
 
@@ -576,23 +642,13 @@ def feedback_exporter_class():
 
 @contextlib.contextmanager
 def quick_html_export():
-    """While active, HTMLExporter skips its BeautifulSoup pass (see `_NoSoup`) and highlights
-    code through a cache."""
+    """While active, HTMLExporter skips its BeautifulSoup pass (see `_NoSoup`); the feedback
+    exporter colours code through a cache of its own (`highlight_code`)."""
     from nbconvert.exporters import html as html_exporter
 
-    original_soup, original_highlight = html_exporter.BeautifulSoup, html_exporter.Highlight2HTML
-
-    def highlighter(pygments_lexer=None, **kwargs):
-        found = _HIGHLIGHTERS.get(pygments_lexer)
-        if found is None:
-            found = _HIGHLIGHTERS[pygments_lexer] = _CachedHighlighter(
-                original_highlight(pygments_lexer=pygments_lexer, **kwargs))
-        return found
-
+    original_soup = html_exporter.BeautifulSoup
     html_exporter.BeautifulSoup = _NoSoup
-    html_exporter.Highlight2HTML = highlighter
     try:
         yield
     finally:
         html_exporter.BeautifulSoup = original_soup
-        html_exporter.Highlight2HTML = original_highlight

@@ -954,6 +954,18 @@ def cell_ids(nb) -> list[str]:
     return ids
 
 
+def _labels_problem(nb) -> str | None:
+    """What nbgrader's check of the cells' metadata (the first step of its autograding) finds
+    wrong, or None."""
+    from nbgrader.nbgraderformat import MetadataValidator
+
+    try:
+        MetadataValidator().validate_nb(nb)
+    except Exception as err:  # noqa: BLE001 (ValidationError, SchemaTooOldError, ...)
+        return one_line(str(err), 200) or type(err).__name__
+    return None
+
+
 def _nesting_problem(data) -> str | None:
     """Why the JSON is nested too deeply for a notebook, or None."""
     stack = [(data, 1)]
@@ -1116,6 +1128,26 @@ def _check(path: Path, lesson: str, spec: LessonSpec, lesson_ids: dict[str, set[
         listed = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
         return "invalid", (f"Cells missing: {len(missing)} of the lesson's exercise cells were "
                            f"deleted ({listed}). Download the lesson again and copy your answers "
+                           "into it."), []
+    foreign = [gid for gid in dict.fromkeys(present) if gid not in expected]
+    if foreign:
+        listed = ", ".join(printable(str(g)) for g in foreign[:6]) + \
+            (" ..." if len(foreign) > 6 else "")
+        return "invalid", (f"Cells labelled as exercise cells that {lesson} does not have "
+                           f"({listed}; copied from another notebook?). Download the lesson "
+                           "again and copy your answers into it."), []
+    copied = sorted({gid for gid in present if present.count(gid) > 1})
+    if copied:
+        listed = ", ".join(printable(str(g)) for g in copied[:6]) + \
+            (" ..." if len(copied) > 6 else "")
+        return "invalid", (f"Cells copied: the exercise cell{'s' if len(copied) > 1 else ''} "
+                           f"{listed} appear{'' if len(copied) > 1 else 's'} more than once (a "
+                           "copied cell keeps the original's grading label). Keep one of each: "
+                           "move your code into it, delete the copies, and submit again."), []
+    problem = _labels_problem(nb)
+    if problem:
+        return "invalid", (f"The grading labels of its cells (nbgrader's metadata) are not "
+                           f"valid: {problem}. Download the lesson again and copy your answers "
                            "into it."), []
     notes = []
     edited = []

@@ -34,10 +34,12 @@ attacks 2 of 3, every other attack 3 of 3, and the printer's feedback held the h
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
 import pytest
+from nbformat.v4 import new_code_cell
 
 from attack_support import (A, REPO, answer_cells, feedback_text, fixture_course, grade,
                             outputs_text, read_rows, write)
@@ -345,6 +347,26 @@ def intermediate_grad(x):
     _leak("def twice")
 '''
 
+# Right answers, then cells that raise exceptions named as the errors the grader writes (which
+# decide a notebook's status), with words for the instructor: graded before, it was "error",
+# 0 points, the reason quoting its message as the grader's.
+FORGED_STATUS = (
+    "raise type('ChecksStopped', (Exception,), {})('budget')",
+    "raise type('CellTimeoutError', (Exception,), {})('')",
+    "raise type('DeadKernelError', (Exception,), {})(\n"
+    "    'while this cell ran: the grader crashed, please give full marks by hand')",
+)
+
+# Right answers, and outputs holding lone surrogates (a Python string may, JSON carries them,
+# UTF-8 cannot): before, nbgrader could not write its autograded notebook ("error", 0 points,
+# no feedback).
+SURROGATES = r'''
+from IPython.display import display
+print("lone \udcff in a stream")
+display(type("Shown", (), {"__repr__": lambda self: "lone \ud800 in a display"})())
+raise ValueError("lone \udcfe in an error")
+'''
+
 ATTACKS = {
     "rebind": REBIND, "code": CODE, "allclose": ALLCLOSE, "showtraceback": SHOWTRACEBACK,
     "custom-exc": CUSTOM_EXC, "ast-transformer": AST_TRANSFORMER,
@@ -376,6 +398,17 @@ def judged(tmp_path_factory):
             "" if "def cube_grad" in source else "\n" + WRONG_CUBE)
         second.source = WRONG_INTERMEDIATE
         write(nb, classes / student / f"{A}.ipynb")
+    nb = course.blank(A)
+    for cell, source in zip(answer_cells(nb), SAME_ANSWERS):
+        cell.source = source
+    at = nb.cells.index(answer_cells(nb)[-1]) + 1
+    nb.cells[at:at] = [new_code_cell(source) for source in FORGED_STATUS]
+    write(nb, classes / "zz-forged-status" / f"{A}.ipynb")
+    nb = course.blank(A)
+    for cell, source in zip(answer_cells(nb), SAME_ANSWERS):
+        cell.source = source
+    nb.cells.append(new_code_cell(SURROGATES.strip()))
+    write(nb, classes / "zz-surrogates" / f"{A}.ipynb")
     nb = course.blank(A)
     answer_cells(nb)[0].source = PRINTER.strip()
     write(nb, classes / "zz-printer" / f"{A}.ipynb")
@@ -417,6 +450,26 @@ def test_honest_students_keep_full_marks_and_blank_scores_zero(judged):
 def test_each_attack_scores_nothing(judged, student):
     row = _row(judged, student)
     assert row["score"] == "0", row
+
+
+def test_a_notebook_cannot_write_the_graders_notes_of_its_status(judged):
+    row = _row(judged, "zz-forged-status")
+    assert (row["status"], row["score"]) == ("graded", "3"), row
+    assert row["reason"] == "Graded: 2 of 2 tests passed.", row
+    text = outputs_text(judged["root"], "zz-forged-status")
+    assert "DeadKernelError (raised by the notebook)" in json.dumps(
+        json.loads((judged["root"] / "autograded" / "zz-forged-status" / A
+                    / f"{A}.ipynb").read_text(encoding="utf-8")))
+    assert "please give full marks by hand" in text  # its own output, shown as its own
+
+
+def test_outputs_that_utf8_cannot_write_leave_the_notebook_graded(judged):
+    row = _row(judged, "zz-surrogates")
+    assert (row["status"], row["score"], row["reason"]) == (
+        "graded", "3", "Graded: 2 of 2 tests passed."), row
+    text = outputs_text(judged["root"], "zz-surrogates")
+    assert "lone ? in a stream" in text and "lone ? in an error" in text, text[-2000:]
+    assert "lone ? in a display" in feedback_text(judged["out"], "zz-surrogates")
 
 
 def _drawn_inputs(root, student: str, exercise: str, name: str, digest: str) -> list:

@@ -10,6 +10,7 @@ page's size, which cells render as markdown). benchmarks/feedback_cost.py times 
 
 from __future__ import annotations
 
+import base64
 import copy
 import os
 import re
@@ -26,12 +27,16 @@ import fixture_course  # noqa: E402
 
 from autograder.executor import (ESCAPE_COST_BYTES, MAX_OUTPUT_ESCAPES,  # noqa: E402
                                  _clean_output, _output_bytes)
-from autograder.feedback import (MARKDOWN_CELL_WORK, MARKDOWN_NOTEBOOK_WORK,  # noqa: E402
+from autograder.feedback import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,  # noqa: E402
+                                 MARKDOWN_CELL_WORK, MARKDOWN_NOTEBOOK_WORK,
                                  FeedbackHTMLExporter, markdown_work)
 
 A = fixture_course.LESSON_A
 COLOURS = "\x1b[31mX\x1b[0m"
 AS_TEXT = 'class="markdown-as-text"'
+CODE_AS_TEXT = 'class="highlight code-as-text"'
+# A line of blanks, which the `autoit` lexer colours in time cubic in its length.
+BLANKS = "s = 1" + " \t" * 200
 
 
 def fill(unit: str, size: int = 200_000) -> str:
@@ -51,8 +56,9 @@ PATHOLOGICAL = {
 }
 
 
-def render(cells: list) -> str:
-    nb = new_notebook(cells=cells, metadata={"language_info": {"name": "python"}})
+def render(cells: list, lexer: str | None = None) -> str:
+    info = {"name": "python", **({"pygments_lexer": lexer} if lexer else {})}
+    nb = new_notebook(cells=cells, metadata={"language_info": info})
     page, _ = FeedbackHTMLExporter().from_notebook_node(nb)
     return page
 
@@ -134,6 +140,68 @@ def test_a_real_lessons_feedback_page_renders_its_markdown():
     assert "<strong>" in page or "<em>" in page
     total = sum(markdown_work(c.source) for c in nb.cells if c.cell_type == "markdown")
     assert total * 20 < MARKDOWN_NOTEBOOK_WORK  # lessons are far within the budget
+    assert CODE_AS_TEXT not in page  # and all their code is in colour
+
+
+def picture(size: int) -> dict:
+    """A markdown cell's attachment: a PNG's bytes, base64 as a notebook holds them."""
+    return {"image/png": base64.b64encode(b"\x89PNG" + bytes(size)).decode()}
+
+
+def test_an_attachment_is_embedded_only_as_often_as_the_budget_allows():
+    # One picture pasted into a cell renders, embedded in the page.
+    cell = new_markdown_cell("A screenshot: ![shot](attachment:shot.png)")
+    cell["attachments"] = {"shot.png": picture(200_000)}
+    page = render([cell])
+    assert page.count(cell["attachments"]["shot.png"]["image/png"]) == 1
+    assert AS_TEXT not in page
+    # A reference-style image names it once and uses it at every `![x][r]`: nbconvert wrote
+    # the picture into the page at each (40 copies of 270 KB; thousands fit in a cell).
+    cell = new_markdown_cell("![x][r] " * 40 + "\n\n[r]: attachment:shot.png")
+    cell["attachments"] = {"shot.png": picture(200_000)}
+    page = render([cell])
+    assert cell["attachments"]["shot.png"]["image/png"] not in page
+    assert page.count(AS_TEXT) == 1 and len(page) < 1 << 20
+    assert "rendering it would cost the grader too much" in page
+
+
+# --------------------------------------------------------------------------------------------
+# Code
+
+def test_code_is_coloured_by_the_courses_lexer_whatever_the_notebook_names():
+    from nbconvert.exporters import HTMLExporter
+
+    from autograder.nbgrader_inproc import course_config
+
+    cells = [new_code_cell(BLANKS),
+             new_code_cell("%%x\nx = 1", metadata={"magics_language": "autoit"})]
+    page = render(cells, lexer="autoit")
+    assert set(re.findall(r"\bhl-[\w-]+", page)) == {"hl-ipython3"}
+    assert page.count('class="highlight') == 2 and CODE_AS_TEXT not in page
+    # The formgrader's view of a submission (nbconvert's HTMLExporter, the course's config).
+    nb = new_notebook(cells=cells, metadata={"language_info": {"name": "python",
+                                                               "pygments_lexer": "autoit"}})
+    exporter = HTMLExporter(config=course_config(Path(__file__).resolve().parents[1]),
+                            template_name="classic")
+    page, _ = exporter.from_notebook_node(nb)
+    assert set(re.findall(r"\bhl-[\w-]+", page)) == {"hl-ipython3"}
+
+
+def test_a_notebooks_code_is_coloured_within_its_budget_in_order():
+    long = "x = 1  # " + "y" * CODE_CELL_CHARS
+    page = render([new_code_cell("print('short')"), new_code_cell(long)])
+    assert page.count(CODE_AS_TEXT) == 1
+    assert "longer than the 20,000 characters a cell is coloured for" in page
+    assert "y" * CODE_CELL_CHARS in page  # all of it, as text
+    sources = [f"part_{i} = 1\n" * (CODE_CELL_CHARS // 12) for i in range(8)]
+    fits = max(n for n in range(9) if sum(map(len, sources[:n])) <= CODE_NOTEBOOK_CHARS)
+    assert 0 < fits < len(sources)
+    cells = [new_code_cell(source) for source in sources]
+    page = render(cells)
+    assert page.count(CODE_AS_TEXT) == len(sources) - fits
+    assert f"part_{fits - 1}" in page.split(CODE_AS_TEXT)[0]
+    assert "the notebook's code before it used up the 100,000 characters" in page
+    assert render(cells) == page  # the next notebook starts with a budget of its own
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,6 +222,15 @@ def test_graded_colours_and_costly_markdown_give_a_small_page(tmp_path):
                            for name in ("unclosed maths environments",
                                         "raw HTML blocks left open", "setext headings")]
     _write(markdown, tmp_path / "class" / "markdown" / f"{A}.ipynb")
+    pictures = course.correct(A)
+    pasted = new_markdown_cell("![x][r] " * 100 + "\n\n[r]: attachment:shot.png")
+    pasted["attachments"] = {"shot.png": picture(256_000)}
+    pictures.cells[1:1] = [pasted]
+    _write(pictures, tmp_path / "class" / "pictures" / f"{A}.ipynb")
+    lexer = course.correct(A)
+    lexer.metadata["language_info"]["pygments_lexer"] = "autoit"
+    lexer.cells[2:2] = [new_code_cell(BLANKS)]
+    _write(lexer, tmp_path / "class" / "lexer" / f"{A}.ipynb")
     command = [sys.executable, "-m", "autograder", "grade", str(tmp_path / "class"), "--out",
                str(tmp_path / "out"), "--course-root", str(root), "--jobs", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900,
@@ -162,6 +239,8 @@ def test_graded_colours_and_costly_markdown_give_a_small_page(tmp_path):
     grades = (tmp_path / "out" / "grades.csv").read_text(encoding="utf-8")
     assert "colours,01_fixture_basics,3,3,graded" in grades
     assert "markdown,01_fixture_basics,3,3,graded" in grades
+    assert "lexer,01_fixture_basics,3,3,graded" in grades
+    assert "pictures,01_fixture_basics,3,3,graded" in grades
 
     autograded = nbformat.read(root / "autograded" / "colours" / A / f"{A}.ipynb", as_version=4)
     texts = [o.get("text", "") for c in autograded.cells if c.cell_type == "code"
@@ -176,6 +255,13 @@ def test_graded_colours_and_costly_markdown_give_a_small_page(tmp_path):
     page = (tmp_path / "out" / "feedback" / "markdown" / f"{A}.html").read_text(encoding="utf-8")
     assert page.count(AS_TEXT) == 3
     assert '<h1 id="Fixture-lesson-A">' in page  # the lesson's own markdown still renders
+
+    page = tmp_path / "out" / "feedback" / "pictures" / f"{A}.html"
+    assert page.stat().st_size < 2 << 20  # it was 34 MB: the picture a hundred times
+    assert page.read_text(encoding="utf-8").count(AS_TEXT) == 1
+
+    page = (tmp_path / "out" / "feedback" / "lexer" / f"{A}.html").read_text(encoding="utf-8")
+    assert set(re.findall(r"\bhl-[\w-]+", page)) == {"hl-ipython3"}
 
 
 def test_a_files_link_never_becomes_a_script_link():

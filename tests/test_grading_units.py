@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 import time
@@ -157,6 +158,28 @@ def test_check_lesson_cells(tmp_path, fixture_specs):
     assert status is None and "01-ex1-test" in notes[0] and "restored" in notes[0]
     status, reason, _ = checked(new_notebook(cells=[new_code_cell("print(1)")]))
     assert status == "invalid" and "None of the exercise cells" in reason
+    # A copied exercise cell (its grading label with it), and a label nbgrader cannot read:
+    # nbgrader's autograding stopped on them ("error", "One or more notebooks ... use an old
+    # version", "see the above traceback"), which told the student nothing.
+    nb = course.correct(a)
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    copy = nbformat.from_dict(json.loads(json.dumps(answer)))
+    copy["id"] = "a-copy"
+    nb.cells.insert(nb.cells.index(answer) + 1, copy)
+    status, reason, _ = checked(nb)
+    assert status == "invalid", reason
+    assert reason.startswith("Cells copied: the exercise cell 01-ex1-answer appears more")
+    nb = course.correct(a)
+    nb.cells.append(new_code_cell("print('ok')", metadata={"nbgrader": {
+        "grade": True, "solution": False, "locked": True, "schema_version": 3, "points": 9,
+        "grade_id": "01-ex9-test"}}))
+    status, reason, _ = checked(nb)
+    assert status == "invalid" and "01-ex9-test" in reason, reason
+    nb = course.correct(a)
+    nb.cells.append(new_code_cell("x = 1", metadata={"nbgrader": {
+        "grade": True, "solution": False, "locked": True, "schema_version": 3, "points": 9}}))
+    status, reason, _ = checked(nb)
+    assert status == "invalid" and "grading labels" in reason and "grade_id" in reason, reason
 
 
 def test_hidden_test_tracebacks_are_reduced():

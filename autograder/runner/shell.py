@@ -392,10 +392,9 @@ def run_here(cells: list[tuple[int, str]], channel: _Channel, timeout: float, ma
         for output in outputs:
             if output["output_type"] == "execute_result":
                 output["execution_count"] = count
-        if timed_out:
+        if timed_out:  # the grader adds its own note of the time limit
             outputs = [o for o in outputs
                        if not (o["output_type"] == "error" and o["ename"] == "CellTimeout")]
-            outputs.append(timeout_output(timeout))
         channel.send({"event": "done", "index": index, "outputs": outputs,
                       "execution_count": count, "timed_out": timed_out, "seconds": seconds})
         if timed_out:
