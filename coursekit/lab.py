@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from coursekit.progress import exercise_results, summary_line
+from coursekit.progress import exercise_results, progress_line
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent
 START_PAGE = "START-HERE.md"
@@ -278,12 +278,7 @@ def _progress(lesson: str, work: Path) -> str:
         results = exercise_results(_read_json(path))
     except (OSError, ValueError):
         return "no copy yet: run `make lab`"
-    if not results:
-        return ""
-    if all(r.status == "not run" for r in results):
-        return f"not started ({len(results)} exercises)"
-    text = summary_line(results)
-    return f"✓ {text}" if all(r.passed for r in results) else text
+    return progress_line(results) if results else ""
 
 
 def start_page(work: Path, root: Path = COURSE_ROOT) -> str:

@@ -100,6 +100,15 @@ def summary_line(results: list[ExerciseResult]) -> str:
     return f"{len(passed)} of {len(results)} {noun} ({earned:g} of {_points(total)})"
 
 
+def progress_line(results: list[ExerciseResult]) -> str:
+    """A lesson's progress on the start page: not started, or how many exercises pass (with
+    a tick when all do)."""
+    if all(r.status == "not run" for r in results):
+        return f"not started ({len(results)} exercises)"
+    text = summary_line(results)
+    return f"✓ {text}" if all(r.passed for r in results) else text
+
+
 def validation_summary(results: list[ExerciseResult]) -> str:
     """What Validate found, exercise by exercise, in a few lines."""
     lines = ["Validate ran this notebook from the top in a fresh kernel and checked the visible "

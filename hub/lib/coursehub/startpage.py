@@ -15,7 +15,7 @@ from pathlib import Path
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
 from coursekit.lab import course_intro, lesson_title
-from coursekit.progress import exercise_results, summary_line
+from coursekit.progress import exercise_results, progress_line
 
 START_PAGE = "START-HERE.md"
 ASSIGNMENTS = "**Nbgrader ▸ Assignment List**"
@@ -41,12 +41,7 @@ def _progress(notebook: dict | None) -> str:
     if notebook is None:
         return "cannot be read: is it a notebook?"
     results = exercise_results(notebook)
-    if not results:
-        return "fetched"
-    if all(r.status == "not run" for r in results):
-        return f"not started ({len(results)} exercises)"
-    text = summary_line(results)
-    return f"✓ {text}" if all(r.passed for r in results) else text
+    return progress_line(results) if results else "fetched"
 
 
 def start_page(home: Path, outbound: Path, repository: Path) -> str:
