@@ -72,11 +72,38 @@ class PassCounts:
 
     `calls`: forward evaluations; `reverse`: backward passes that went through its output
     (`backward`, `torch.autograd.grad`, a vjp function); `forward_mode`: forward-mode passes
-    that pushed a tangent through it (`torch.func.jvp`, `torch.autograd.forward_ad`)."""
+    that pushed a tangent through it (`torch.func.jvp`, `torch.autograd.forward_ad`).
+    `vectors` and `tangents` count what those passes carried: a pass batched over k vectors
+    (`vmap`, `is_grads_batched=True`) adds 1 to `reverse` and k to `vectors`."""
 
     calls: int = 0
     reverse: int = 0
     forward_mode: int = 0
+    vectors: int = 0
+    tangents: int = 0
+
+
+def _batch_size(t: torch.Tensor) -> int:
+    """How many vectors a tensor seen inside a pass stands for: the product of the sizes of the
+    dimensions that `torch.func.vmap` or `is_grads_batched=True` batch it over (1 if none)."""
+    functorch = torch._C._functorch
+    size = 1
+    while True:
+        if functorch.is_legacy_batchedtensor(t):  # is_grads_batched=True
+            level = torch._C._vmapmode_increment_nesting()
+            torch._C._vmapmode_decrement_nesting()
+            for below in range(level - 1, 0, -1):
+                t = torch._remove_batch_dim(t, below, 1, 0)
+                size *= t.shape[0]
+            return size
+        if functorch.is_batchedtensor(t):
+            dim = functorch.maybe_get_bdim(t)
+            t = functorch.get_unwrapped(t)
+            size *= t.shape[dim] if dim >= 0 else 1
+        elif functorch.is_functorch_wrapped_tensor(t):
+            t = functorch.get_unwrapped(t)
+        else:
+            return size
 
 
 def counting_passes(f: Callable[[torch.Tensor], torch.Tensor]
@@ -84,7 +111,8 @@ def counting_passes(f: Callable[[torch.Tensor], torch.Tensor]
     """`f` wrapped so that each call, each reverse pass and each forward-mode pass through its
     output is counted in the returned PassCounts. The wrapped function returns the same values;
     it works under `backward`, `torch.autograd.grad`, `torch.func.vjp`/`jvp`/`vmap` and
-    `torch.autograd.forward_ad` (a batched `vmap` pass counts once)."""
+    `torch.autograd.forward_ad` (a batched pass counts once in `reverse` or `forward_mode`,
+    and once per vector in `vectors` or `tangents`)."""
     counts = PassCounts()
 
     class Counted(torch.autograd.Function):
@@ -102,11 +130,13 @@ def counting_passes(f: Callable[[torch.Tensor], torch.Tensor]
         @staticmethod
         def backward(ctx: Any, grad_output: torch.Tensor) -> torch.Tensor:
             counts.reverse += 1
+            counts.vectors += _batch_size(grad_output)
             return grad_output
 
         @staticmethod
         def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
             counts.forward_mode += 1
+            counts.tangents += _batch_size(tangent)
             return tangent.clone()
 
     def counted(x: torch.Tensor) -> torch.Tensor:

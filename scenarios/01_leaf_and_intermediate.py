@@ -97,13 +97,14 @@ def leaves_visible(leaves_receiving_grad, rng):
     v = torch.tensor([3.0, 4.0])
     k = torch.tensor([5.0, 6.0], requires_grad=True)
     m = torch.tensor([0.5, 0.5], requires_grad=True)
+    w = torch.tensor([2.0, -1.0], requires_grad=True)
     h = u * v
-    out = (h + k.detach() * u).sum()
-    named = {"u": u, "v": v, "k": k, "m": m, "h": h, "u2": u.detach()}
+    out = (h + k.detach() * u + v * w).sum()
+    named = {"u": u, "v": v, "k": k, "m": m, "h": h, "u2": u.detach(), "w": w}
     with count_calls(torch.autograd, "backward") as backward:
         names = leaves_receiving_grad(out, named)
     return {"leaves_receiving_grad(out, ...)": names, "backward() calls": backward.count,
-            "u.grad after the call": u.grad}
+            "u.grad after the call": u.grad, "w.grad after the call": w.grad}
 
 
 def _random_graph(rng):
@@ -176,6 +177,35 @@ def leaves_without_graph(leaves_receiving_grad, rng):
     return {"names for an output made under no_grad()": leaves_receiving_grad(
                 plain, {"a": a, "b": b}),
             "names for a long chain": leaves_receiving_grad(chain.sum(), {"b": b, "a": a})}
+
+
+def _leaves_on_either_side(rng):
+    """A random tree of binary operations whose leaves (and one constant) sit on either
+    input, at varying depths. Returns (output, named, leaves)."""
+    size = int(torch.randint(1, 4, (), generator=rng))
+    leaves = [torch.randn(size, generator=rng).requires_grad_()
+              for _ in range(int(torch.randint(3, 7, (), generator=rng)))]
+    constant = torch.randn(size, generator=rng)
+    operations = [torch.mul, torch.add, torch.sub, torch.maximum]
+    pool = list(leaves) + [constant]
+    while len(pool) > 1:
+        i, j = torch.randperm(len(pool), generator=rng)[:2].tolist()
+        operation = operations[int(torch.randint(0, len(operations), (), generator=rng))]
+        combined = operation(pool[i], pool[j])
+        pool = [t for k, t in enumerate(pool) if k not in (i, j)] + [combined]
+    named = {f"leaf{k}": leaf for k, leaf in enumerate(leaves)}
+    named["constant"] = constant
+    return pool[0].sum(), named, leaves
+
+
+@scenario("01-ex2", uses=["leaves_receiving_grad"],
+          title="leaves on either input of each operation, at varying depths")
+def leaves_on_either_side(leaves_receiving_grad, rng):
+    outputs = {}
+    for k in range(3):
+        output, named, leaves = _leaves_on_either_side(rng)
+        outputs[f"names for tree {k}"] = leaves_receiving_grad(output, named)
+    return outputs
 
 
 def _accumulate_nodes(node, found):
@@ -255,6 +285,19 @@ def leaves_by_backward(output, named):
     return names
 
 
+@mistake("01-ex2", "Only the first input of each Node was followed (next_functions[0]): a Node "
+                   "has one entry in next_functions per input, and leaves can sit behind any "
+                   "of them. Follow every entry.", replaces="leaves_receiving_grad")
+def leaves_first_input_only(output, named):
+    found, node = [], output.grad_fn
+    while node is not None:
+        if hasattr(node, "variable"):
+            found.append(node.variable)
+            break
+        node = node.next_functions[0][0] if node.next_functions else None
+    return sorted(name for name, t in named.items() if any(t is leaf for leaf in found))
+
+
 @mistake("01-ex2", "The names are not sorted: return them sorted (sorted(...)).",
          replaces="leaves_receiving_grad")
 def leaves_unsorted(output, named):
@@ -312,6 +355,62 @@ def freeze_prefix(freeze, rng):
                 _grads_after_backward(model, torch.randn(4, 3, generator=rng))}
 
 
+class _Scaled(nn.Module):
+    """A module with a parameter of its own and a submodule: a container that is not a
+    Sequential."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(()))
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x) * self.scale
+
+
+def _model_of_blocks(rng):
+    """Blocks of layers nested to a depth drawn at random, one of them wrapped in a _Scaled.
+    Returns the model and the names of its containers (submodules with submodules)."""
+    width = int(torch.randint(2, 5, (), generator=rng))
+    blocks = []
+    for _ in range(int(torch.randint(2, 4, (), generator=rng))):
+        inner: nn.Module = nn.Linear(width, width)
+        for _ in range(int(torch.randint(1, 3, (), generator=rng))):
+            inner = nn.Sequential(nn.Linear(width, width), nn.Tanh(), inner)
+        blocks.append(inner)
+    scaled = int(torch.randint(0, len(blocks), (), generator=rng))
+    blocks[scaled] = _Scaled(blocks[scaled])
+    model = nn.Sequential(OrderedDict(embed=nn.Linear(3, width), blocks=nn.Sequential(*blocks),
+                                      head=nn.Linear(width, 1)))
+    containers = [name for name, module in model.named_modules()
+                  if name and any(True for _ in module.children())]
+    return model, containers
+
+
+@scenario("01-ex3", uses=["freeze"], title="containers: a Sequential of nested blocks, and more")
+def freeze_containers(freeze, rng):
+    observed = {}
+    for index in range(3):
+        model, containers = _model_of_blocks(rng)
+        target = "blocks" if index == 0 else containers[
+            int(torch.randint(0, len(containers), (), generator=rng))]
+        trainable = freeze(model, target)
+        observed[f"model {index}: freeze(model, {target!r})"] = {
+            "returned names": trainable, "requires_grad of each parameter": _flags(model),
+            "parameters with a .grad after backward":
+                _grads_after_backward(model, torch.randn(2, 3, generator=rng))}
+    return observed
+
+
+@scenario("01-ex3", uses=["freeze"], title="a module with a parameter of its own and a submodule")
+def freeze_own_and_nested(freeze, rng):
+    model, _ = _model_of_blocks(rng)
+    target = next(name for name, module in model.named_modules() if isinstance(module, _Scaled))
+    trainable = freeze(model, target)
+    return {"frozen": target, "returned names": trainable,
+            "requires_grad of each parameter": _flags(model)}
+
+
 @mistake("01-ex3", "Nothing was frozen: `module.requires_grad = False` only sets a plain "
                    "attribute on the module; call module.requires_grad_(False).")
 def freeze(model, module_name):
@@ -352,6 +451,16 @@ def freeze_by_prefix(model, module_name):
     return [name for name, p in model.named_parameters() if p.requires_grad]
 
 
+@mistake("01-ex3", "Only the module's own parameters were frozen (parameters(recurse=False)): "
+                   "a container such as a Sequential keeps its parameters in its submodules. "
+                   "module.requires_grad_(False), or parameters() with no argument, reaches "
+                   "them all.", replaces="freeze")
+def freeze_without_recursion(model, module_name):
+    for p in model.get_submodule(module_name).parameters(recurse=False):
+        p.requires_grad_(False)
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
 @mistake("01-ex3", "An AttributeError: getattr(model, name) does not reach a nested module "
                    "such as 'body.2'; use model.get_submodule(module_name).", replaces="freeze")
 def freeze_by_getattr(model, module_name):
@@ -370,7 +479,7 @@ def _after_step(w, address):
 @scenario("01-ex4", uses=["sgd_step_"], visible=True, title="the example of the test cell")
 def sgd_step_visible(sgd_step_, rng):
     w = torch.tensor([1.0, -1.0, 2.0], requires_grad=True)
-    (w ** 2).sum().backward()
+    (w ** 3).sum().backward()
     address = w.data_ptr()
     sgd_step_(w, lr=0.25)
     return _after_step(w, address)
@@ -394,6 +503,20 @@ def sgd_step_descends(sgd_step_, rng):
     return {"after one step": first, "w after the last step": w.detach().clone(),
             "w.grad after the last step": w.grad, "w.grad_fn after the last step":
                 None if w.grad_fn is None else w.grad_fn.name()}
+
+
+@scenario("01-ex4", uses=["sgd_step_"], rtol=1e-4, atol=1e-5,
+          title="a 2-D w and a loss whose gradient is not a multiple of w")
+def sgd_step_matrix(sgd_step_, rng):
+    shape = (int(torch.randint(1, 4, (), generator=rng)),
+             int(torch.randint(2, 5, (), generator=rng)))
+    w = torch.randn(shape, generator=rng).requires_grad_()
+    weight = torch.randn(shape, generator=rng)
+    lr = float(torch.rand((), generator=rng)) * 0.2 + 0.05
+    (torch.sin(w) * weight + w ** 3 / 3).sum().backward()
+    address = w.data_ptr()
+    sgd_step_(w, lr)
+    return _after_step(w, address)
 
 
 @mistake("01-ex4", "w did not change: `w = w - ...` inside the function makes a new tensor and "
@@ -439,4 +562,12 @@ def sgd_step_new_data(w, lr):
          replaces="sgd_step_")
 def sgd_step_recorded(w, lr):
     w.sub_(lr * w.grad)
+    w.grad = None
+
+
+@mistake("01-ex4", "w moved by lr * 2w, the gradient of (w**2).sum() only: use w.grad, the "
+                   "gradient that backward() filled.", replaces="sgd_step_")
+def sgd_step_assumes_square(w, lr):
+    with torch.no_grad():
+        w -= lr * 2 * w
     w.grad = None

@@ -147,14 +147,20 @@ def _graph(rng, labels):
     return named, loss, later
 
 
+def _copy(grads):
+    """A dict copied as it is now (later hooks may change it); anything else as it is, so that
+    a wrong type still shows."""
+    return dict(grads) if isinstance(grads, dict) else grads
+
+
 @scenario("02-ex2", uses=["collect_gradients"],
           title="a leaf and intermediates used several times")
 def collect_random(collect_gradients, rng):
     named, loss, later = _graph(rng, ["x", "a", "b", "c", "hidden", "out"])
     grads, rules = _collect(collect_gradients, named, loss)
-    observed = {"the dict returned": dict(grads), **rules}
+    observed = {"the dict returned": _copy(grads), **rules}
     later.backward()
-    observed["the dict after another backward"] = dict(grads)
+    observed["the dict after another backward"] = _copy(grads)
     return observed
 
 
@@ -215,6 +221,17 @@ def collect_without_remove(named, loss):
     grads = {}
     for name, tensor in named.items():
         tensor.register_hook(lambda grad, name=name: grads.update({name: grad}))
+    loss.backward()
+    return grads
+
+
+@mistake("02-ex2", "The hooks were removed before loss.backward() ran, so none of them fired: "
+                   "call loss.backward() first, then handle.remove() on each handle.",
+         replaces="collect_gradients")
+def collect_removed_too_early(named, loss):
+    grads = {}
+    for name, tensor in named.items():
+        tensor.register_hook(lambda grad, name=name: grads.update({name: grad})).remove()
     loss.backward()
     return grads
 

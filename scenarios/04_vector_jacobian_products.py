@@ -3,9 +3,10 @@
 Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
 
 Every answer receives a function wrapped by `counting_passes`, so the scenarios observe how
-often it ran `f` and how many reverse-mode and forward-mode passes went through `f`'s output:
-that is how the rules "without building J", "one backward pass", "one forward-mode pass" and
-"call f once" are checked. The functions that build a whole Jacobian are blocked while the
+often it ran `f`, how many reverse-mode and forward-mode passes went through `f`'s output, and
+how many vectors (or tangents) those passes carried, a batched pass counting each of its
+vectors: that is how the rules "without building J", "one backward pass", "one forward-mode
+pass" and "call f once" are checked. The functions that build a whole Jacobian are blocked while the
 answer runs (they raise FullJacobianBuilt), in the answer's own namespace too.
 """
 
@@ -59,6 +60,7 @@ def _vjp_observations(vector_jacobian_product, f, x, v):
     with _blocked(vector_jacobian_product):
         product = vector_jacobian_product(counted, x, v)
     return {"vᵀJ": product, "reverse passes through f": passes.reverse,
+            "vector-Jacobian products through f": passes.vectors,
             **_x_left_alone(x, original)}
 
 
@@ -160,6 +162,18 @@ def builds_jacobian(f, x, v):
     return v @ torch.autograd.functional.jacobian(f, x)
 
 
+@mistake("04-ex1", "The answer builds all of J in one batched pass (vmap or is_grads_batched "
+                   "over one-hot vectors, one product per output) and then multiplies: vᵀJ is "
+                   "a single product, one backward pass that starts from v.",
+         replaces="vector_jacobian_product")
+def batched_jacobian_then_product(f, x, v):
+    leaf = _fresh_leaf(x)
+    output = f(leaf)
+    eye = torch.eye(output.numel())
+    (rows,) = torch.autograd.grad(output, leaf, eye, is_grads_batched=True)
+    return v @ rows
+
+
 @mistake("04-ex1", "x was changed: the answer made x itself require grad (or gave it a "
                    ".grad). Work on a copy: x.detach().clone().requires_grad_().",
          replaces="vector_jacobian_product")
@@ -180,6 +194,7 @@ def row_visible_example(jacobian_row, rng):
         row_0 = jacobian_row(counted, x, 0)
     observed = {"row 2": row_2, "row 0": row_0,
                 "reverse passes through f (two calls)": passes.reverse,
+                "vector-Jacobian products through f (two calls)": passes.vectors,
                 **_x_left_alone(x, torch.tensor([1.0, 2.0, 3.0]))}
 
     def h(t):
@@ -208,6 +223,7 @@ def every_row(jacobian_row, rng):
         for i in range(m):
             rows.append(jacobian_row(counted, x, i))
     return {"rows": rows, "reverse passes through f": passes.reverse,
+            "vector-Jacobian products through f": passes.vectors,
             "calls of f": passes.calls, **_x_left_alone(x, original)}
 
 
@@ -225,7 +241,8 @@ def row_of_wide(jacobian_row, rng):
     counted, passes = counting_passes(f)
     with _blocked(jacobian_row):
         row = jacobian_row(counted, x, i)
-    return {"row": row, "reverse passes through f": passes.reverse}
+    return {"row": row, "reverse passes through f": passes.reverse,
+            "vector-Jacobian products through f": passes.vectors}
 
 
 @mistake("04-ex2", "That is a column of J, not a row: a one-hot v in backward(v) picks row i "
@@ -273,6 +290,14 @@ def builds_jacobian_for_a_row(f, x, i):
     return torch.func.jacrev(f)(x)[i]
 
 
+@mistake("04-ex2", "The answer builds all of J in one batched pass (vmap or is_grads_batched "
+                   "over one-hot vectors) to return one row: a single backward pass with a "
+                   "one-hot v gives row i.", replaces="jacobian_row")
+def batched_rows_then_pick(f, x, i):
+    output, vjp_fn = torch.func.vjp(f, x)
+    return torch.func.vmap(vjp_fn)(torch.eye(output.numel()))[0][i]
+
+
 # ---------------------------------------------------------------- 04-ex3: jacobian_column
 
 def _column_observations(jacobian_column, f, x, columns):
@@ -283,6 +308,7 @@ def _column_observations(jacobian_column, f, x, columns):
         for j in columns:
             found.append(jacobian_column(counted, x, j))
     return {"columns": found, "forward-mode passes through f": passes.forward_mode,
+            "tangents pushed through f": passes.tangents,
             "reverse passes through f": passes.reverse, **_x_left_alone(x, original)}
 
 
@@ -370,6 +396,16 @@ def builds_jacobian_for_a_column(f, x, j):
     return torch.func.jacfwd(f)(x)[:, j]
 
 
+@mistake("04-ex3", "The answer pushes every one-hot tangent through f in one batched pass "
+                   "(vmap over jvp: all of J) to return one column: one tangent, 1 at "
+                   "position j, gives the column.", replaces="jacobian_column")
+def batched_columns_then_pick(f, x, j):
+    def column(u):
+        return jvp(f, (x,), (u,))[1]
+
+    return torch.func.vmap(column)(torch.eye(x.numel()))[j]
+
+
 # --------------------------------------------------------- 04-ex4: vjps_from_one_forward
 
 def _products_observations(vjps_from_one_forward, f, x, vs):
@@ -377,7 +413,8 @@ def _products_observations(vjps_from_one_forward, f, x, vs):
     counted, passes = counting_passes(f)
     with _blocked(vjps_from_one_forward):
         products = vjps_from_one_forward(counted, x, vs)
-    return {"products": products, "calls of f": passes.calls, **_x_left_alone(x, original)}
+    return {"products": products, "calls of f": passes.calls,
+            "vector-Jacobian products through f": passes.vectors, **_x_left_alone(x, original)}
 
 
 @scenario("04-ex4", uses=["vjps_from_one_forward"], visible=True,
@@ -387,7 +424,7 @@ def products_visible_example(vjps_from_one_forward, rng):
         return torch.stack([t[0] * t[1], t[1] ** 2, t[0] - t[2], t.sum()])
 
     x = torch.tensor([1.0, 2.0, 3.0])
-    vs = torch.tensor([[0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 3.0, -1.0]])
+    vs = torch.tensor([[0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 3.0, -1.0], [2.0, 0.0, -1.0, 1.0]])
     return _products_observations(vjps_from_one_forward, f, x, vs)
 
 
@@ -396,7 +433,8 @@ def products_visible_example(vjps_from_one_forward, rng):
 def several_products(vjps_from_one_forward, rng):
     n = _size(rng, 3, 5)
     m = _size(rng, 2, 5)
-    k = n + _size(rng, 1, 2)       # more rows than inputs: a transposed result has another shape
+    k = max(n, m) + _size(rng, 1, 2)  # more rows than inputs (a transposed result has another
+    #                                   shape) and than outputs (J has fewer rows than vs)
     weight = torch.randn(m, n, generator=rng)
 
     def f(t):
@@ -495,3 +533,14 @@ def forgets_retain_graph(f, x, vs):
         output.backward(v)
         rows.append(leaf.grad)
     return torch.stack(rows)
+
+
+@mistake("04-ex4", "The answer builds J (one product per output of f, row by row or in one "
+                   "batched pass) and then multiplies vs @ J: take the products vₖᵀJ "
+                   "themselves, one per row of vs.", replaces="vjps_from_one_forward")
+def jacobian_then_products(f, x, vs):
+    leaf = _fresh_leaf(x)
+    output = f(leaf)
+    rows = [torch.autograd.grad(output, leaf, one_hot, retain_graph=True)[0]
+            for one_hot in torch.eye(output.numel())]
+    return vs @ torch.stack(rows)

@@ -113,3 +113,27 @@ def test_counting_passes_rejects_a_function_that_returns_no_tensor():
     f, _ = counting_passes(lambda t: [t])
     with pytest.raises(TypeError, match="f must return a tensor, not list"):
         f(torch.ones(2))
+
+
+def test_counting_passes_counts_the_vectors_a_batched_pass_carries():
+    from torch.func import jvp, vjp, vmap
+
+    from coursekit.jacobian_guard import counting_passes
+    x = torch.tensor([1.0, 2.0, 3.0])
+    f, counts = counting_passes(_wide)
+    leaf = x.clone().requires_grad_()
+    output = f(leaf)
+    output.backward(torch.ones(4), retain_graph=True)
+    assert (counts.reverse, counts.vectors) == (1, 1)
+    torch.autograd.grad(output, leaf, torch.eye(4)[:2], is_grads_batched=True,
+                        retain_graph=True)
+    assert (counts.reverse, counts.vectors) == (2, 3)
+    _, vjp_fn = vjp(f, x)
+    rows = vmap(vjp_fn)(torch.eye(4))[0]  # all of J in one batched pass
+    assert torch.allclose(rows, jacobian(_wide, x))
+    assert (counts.reverse, counts.vectors) == (3, 7)
+    vmap(vmap(vjp_fn))(torch.ones(2, 3, 4))
+    assert (counts.reverse, counts.vectors) == (4, 13)
+    vmap(lambda u: jvp(f, (x,), (u,))[1])(torch.eye(3))
+    jvp(f, (x,), (torch.ones(3),))
+    assert (counts.forward_mode, counts.tangents) == (2, 4)

@@ -68,6 +68,21 @@ def sgd_step_(w, lr):
         w = w - lr * w.grad
     w.grad = None
 '''),
+    # only next_functions[0] followed: out has leaves behind both inputs of a Node
+    ("01-ex2", "down to the AccumulateGrad Nodes", '''
+def leaves_receiving_grad(output, named):
+    node = output.grad_fn
+    while node is not None and not hasattr(node, "variable"):
+        node = node.next_functions[0][0] if node.next_functions else None
+    return [] if node is None else sorted(n for n, t in named.items() if t is node.variable)
+'''),
+    # the example's loss is not (w**2).sum(), so a gradient of 2w is visibly wrong
+    ("01-ex4", "w moved by lr * 2w", '''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w -= lr * 2 * w
+    w.grad = None
+'''),
 ]
 
 

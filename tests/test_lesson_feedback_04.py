@@ -35,6 +35,13 @@ CASES = [
     ("04-ex4", "running-sum", "running sum"),
     ("04-ex4", "transposed", "The result is transposed"),
     ("04-ex4", "forward-per-row", "build the graph once"),
+    # all of J in one batched pass: caught by the products the passes carry
+    ("04-ex1", "vmap-jacobian-then-product", "A pass batched over one-hot vectors"),
+    ("04-ex1", "batched-grad-jacobian", "A pass batched over one-hot vectors"),
+    ("04-ex2", "vmap-all-rows", "a pass batched over every one-hot vector"),
+    ("04-ex3", "vmap-all-columns", "a pass batched over every one-hot tangent"),
+    ("04-ex4", "rows-of-j-then-matmul", "multiplying vs @ J"),
+    ("04-ex4", "vmap-j-then-matmul", "multiplying vs @ J"),
 ]
 
 

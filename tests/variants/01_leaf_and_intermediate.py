@@ -38,7 +38,8 @@ def leaf_gradients(p_values, q_values):
     q = torch.tensor(q_values)
     return 2 * p * q ** 2 + 1, 2 * p ** 2 * q
 '''),
-    dict(exercise="01-ex1", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="01-ex1", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="the test cell example's value", source='''
 def leaf_gradients(p_values, q_values):
     return torch.tensor([19.0, 0.0, 2.0]), torch.tensor([6.0, 4.0, -0.5])
 '''),
@@ -118,9 +119,10 @@ def leaves_receiving_grad(output, named):
             t.grad = None
     return names
 '''),
-    dict(exercise="01-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="01-ex2", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
 def leaves_receiving_grad(output, named):
-    return ["u"]
+    return ["u", "w"]
 '''),
     dict(exercise="01-ex2", name="iterative-with-set", expect="pass", mistake=None, source='''
 def leaves_receiving_grad(output, named):
@@ -167,7 +169,8 @@ def freeze(model, module_name):
     getattr(model, module_name).requires_grad_(False)
     return [n for n, p in model.named_parameters() if p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="01-ex3", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
 def freeze(model, module_name):
     model.get_submodule(module_name).requires_grad_(False)
     return ["decoder.weight", "decoder.bias"]
@@ -226,10 +229,11 @@ def sgd_step_(w, lr):
     w.data = w.data - lr * w.grad
     w.grad = None
 '''),
-    dict(exercise="01-ex4", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="01-ex4", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="do not fit together", source='''
 def sgd_step_(w, lr):
     with torch.no_grad():
-        w.copy_(torch.tensor([0.5, -0.5, 1.0]))
+        w.copy_(torch.tensor([0.25, -1.75, -1.0]))
     w.grad = None
 '''),
     dict(exercise="01-ex4", name="detach-sub", expect="pass", mistake=None, source='''
@@ -240,6 +244,140 @@ def sgd_step_(w, lr):
     dict(exercise="01-ex4", name="optimizer", expect="pass", mistake=None, source='''
 def sgd_step_(w, lr):
     torch.optim.SGD([w], lr=lr).step()
+    w.grad = None
+'''),
+
+    # ------------------------------------------------ more slips of each exercise (issue 22)
+    dict(exercise="01-ex1", name="p-without-requires-grad", expect="fail", mistake=None,
+         relation="None", source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values)
+    q = torch.tensor(q_values, requires_grad=True)
+    ((p * q) ** 2 + p).sum().backward()
+    return p.grad, q.grad
+'''),
+    dict(exercise="01-ex1", name="backward-twice", expect="fail", mistake=None,
+         relation="×2", source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    s = ((p * q) ** 2 + p).sum()
+    s.backward(retain_graph=True)
+    s.backward()
+    return p.grad, q.grad
+'''),
+    dict(exercise="01-ex1", name="returns-lists", expect="fail", mistake=None,
+         relation="a list where a tensor", source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    ((p * q) ** 2 + p).sum().backward()
+    return p.grad.tolist(), q.grad.tolist()
+'''),
+    dict(exercise="01-ex1", name="grad-of-intermediate", expect="fail", mistake=None,
+         relation="None where a float32 tensor", source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    r = p * q
+    s = (r ** 2 + p).sum()
+    s.backward()
+    return p.grad, r.grad
+'''),
+    dict(exercise="01-ex2", name="first-input-only", expect="fail", mistake="first input",
+         source='''
+def leaves_receiving_grad(output, named):
+    node = output.grad_fn
+    while node is not None and not hasattr(node, "variable"):
+        node = node.next_functions[0][0] if node.next_functions else None
+    if node is None:
+        return []
+    return sorted(n for n, t in named.items() if t is node.variable)
+'''),
+    dict(exercise="01-ex2", name="unsorted", expect="fail", mistake="not sorted", source='''
+def leaves_receiving_grad(output, named):
+    found, todo = [], [output.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None:
+            continue
+        if hasattr(node, "variable"):
+            found.append(node.variable)
+        todo.extend(child for child, _ in node.next_functions)
+    return [n for n, t in named.items() if any(t is leaf for leaf in found)]
+'''),
+    dict(exercise="01-ex2", name="data-ptr", expect="fail", mistake="shares memory", source='''
+def leaves_receiving_grad(output, named):
+    found, todo = set(), [output.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None:
+            continue
+        if hasattr(node, "variable"):
+            found.add(node.variable.data_ptr())
+        todo.extend(child for child, _ in node.next_functions)
+    return sorted(n for n, t in named.items() if t.data_ptr() in found)
+'''),
+    dict(exercise="01-ex2", name="leaves-requiring-grad", expect="fail",
+         mistake="every leaf that requires grad", source='''
+def leaves_receiving_grad(output, named):
+    return sorted(n for n, t in named.items() if t.is_leaf and t.requires_grad)
+'''),
+    dict(exercise="01-ex2", name="ids-of-leaves", expect="pass", mistake=None, source='''
+def leaves_receiving_grad(output, named):
+    ids, todo = set(), [output.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None:
+            if hasattr(node, "variable"):
+                ids.add(id(node.variable))
+            todo += [child for child, _ in node.next_functions]
+    return sorted(n for n, t in named.items() if id(t) in ids)
+'''),
+    dict(exercise="01-ex3", name="recurse-false", expect="fail", mistake="recurse=False",
+         source='''
+def freeze(model, module_name):
+    for p in model.get_submodule(module_name).parameters(recurse=False):
+        p.requires_grad = False
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="children-only", expect="fail", mistake=None,
+         relation="is True, not False", source='''
+def freeze(model, module_name):
+    for child in model.get_submodule(module_name).children():
+        child.requires_grad_(False)
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="weights-only", expect="fail", mistake="only the weights",
+         source='''
+def freeze(model, module_name):
+    module = model.get_submodule(module_name)
+    for name, p in module.named_parameters():
+        if "weight" in name:
+            p.requires_grad_(False)
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="named-modules-dict", expect="pass", mistake=None, source='''
+def freeze(model, module_name):
+    dict(model.named_modules())[module_name].requires_grad_(False)
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex4", name="assumes-2w", expect="fail", mistake="2w", source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w -= lr * 2 * w
+    w.grad = None
+'''),
+    dict(exercise="01-ex4", name="clears-grad-first", expect="fail", mistake=None,
+         relation="None was used as a value", source='''
+def sgd_step_(w, lr):
+    w.grad = None
+    with torch.no_grad():
+        w -= lr * w.grad
+'''),
+    dict(exercise="01-ex4", name="data-in-place", expect="pass", mistake=None, source='''
+def sgd_step_(w, lr):
+    w.data.sub_(lr * w.grad)
     w.grad = None
 '''),
 ]

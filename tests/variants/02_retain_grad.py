@@ -47,7 +47,8 @@ def intermediate_gradient(values):
     h = x * x
     return 3 * h ** 2
 '''),
-    dict(exercise="02-ex1", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="02-ex1", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="the test cell example's value", source='''
 def intermediate_gradient(values):
     return torch.tensor([3.0, 48.0, 0.1875])
 '''),
@@ -124,7 +125,8 @@ def collect_gradients(named, loss):
         h.remove()
     return GRADS
 '''),
-    dict(exercise="02-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="02-ex2", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="a hook registered on every tensor is False", source='''
 def collect_gradients(named, loss):
     loss.backward()
     return {"act": torch.tensor([4.0, 2.0]), "pre": torch.tensor([4.0, 0.0])}
@@ -217,7 +219,8 @@ def chain_gradients(values, factors):
     loss.backward()
     return [s.grad for s in steps]
 '''),
-    dict(exercise="02-ex3", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="02-ex3", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="retain_grad() called for every step is False", source='''
 def chain_gradients(values, factors):
     return [torch.tensor([60.0, -12.0]), torch.tensor([20.0, -4.0])]
 '''),
@@ -232,5 +235,110 @@ def chain_gradients(values, factors):
     loss = h.pow(2).sum()
     loss.backward()
     return [s.grad for s in steps]
+'''),
+
+    # ------------------------------------------------ more slips of each exercise (issue 22)
+    dict(exercise="02-ex1", name="h-made-a-leaf", expect="fail", mistake=None,
+         relation="an intermediate tensor retains its gradient is False", source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values)
+    h = (x * x).requires_grad_()
+    (h ** 3).sum().backward()
+    return h.grad
+'''),
+    dict(exercise="02-ex1", name="returns-a-list", expect="fail", mistake=None,
+         relation="a list where a tensor", source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    (h ** 3).sum().backward()
+    return h.grad.tolist()
+'''),
+    dict(exercise="02-ex1", name="backward-twice", expect="fail", mistake=None,
+         relation="×2", source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    L = (h ** 3).sum()
+    L.backward(retain_graph=True)
+    L.backward()
+    return h.grad
+'''),
+    dict(exercise="02-ex1", name="autograd-backward", expect="pass", mistake=None, source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values).requires_grad_()
+    h = x.pow(2)
+    h.retain_grad()
+    torch.autograd.backward(h.pow(3).sum())
+    return h.grad
+'''),
+    dict(exercise="02-ex2", name="removed-before-backward", expect="fail",
+         mistake="removed before loss.backward()", source='''
+def collect_gradients(named, loss):
+    grads = {}
+    for name, t in named.items():
+        handle = t.register_hook(lambda g, name=name: grads.__setitem__(name, g))
+        handle.remove()
+    loss.backward()
+    return grads
+'''),
+    dict(exercise="02-ex2", name="returns-a-list", expect="fail", mistake=None,
+         relation="a list where a dict", source='''
+def collect_gradients(named, loss):
+    grads, handles = {}, []
+    for name, t in named.items():
+        handles.append(t.register_hook(lambda g, name=name: grads.__setitem__(name, g)))
+    loss.backward()
+    for h in handles:
+        h.remove()
+    return [grads[name] for name in named]
+'''),
+    dict(exercise="02-ex3", name="mean", expect="fail", mistake="divided by the number",
+         source='''
+def chain_gradients(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps = []
+    for f in factors:
+        h = h * f + 1
+        h.retain_grad()
+        steps.append(h)
+    (h ** 2).mean().backward()
+    return [s.grad for s in steps]
+'''),
+    dict(exercise="02-ex3", name="leaf-first", expect="fail", mistake=None,
+         relation="more items before the expected ones", source='''
+def chain_gradients(values, factors):
+    x = torch.tensor(values, requires_grad=True)
+    h, steps = x, []
+    for f in factors:
+        h = h * f + 1
+        h.retain_grad()
+        steps.append(h)
+    (h ** 2).sum().backward()
+    return [x.grad] + [s.grad for s in steps]
+'''),
+    dict(exercise="02-ex3", name="without-plus-one", expect="fail", mistake=None,
+         relation="shifted by one constant", source='''
+def chain_gradients(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps = []
+    for f in factors:
+        h = h * f
+        h.retain_grad()
+        steps.append(h)
+    (h ** 2).sum().backward()
+    return [s.grad for s in steps]
+'''),
+    dict(exercise="02-ex3", name="list-comprehension-of-grads", expect="pass", mistake=None,
+         source='''
+def chain_gradients(values, factors):
+    steps = [torch.tensor(values, requires_grad=True)]
+    for f in factors:
+        steps.append(steps[-1] * f + 1)
+        steps[-1].retain_grad()
+    steps[-1].pow(2).sum().backward()
+    return [step.grad for step in steps[1:]]
 '''),
 ]

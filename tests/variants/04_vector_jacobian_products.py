@@ -255,7 +255,7 @@ def vjps_from_one_forward(f, x, vs):
          relation="the test cell example's value", source='''
 def vjps_from_one_forward(f, x, vs):
     f(x)
-    return torch.tensor([[0.0, 4.0, 0.0], [4.0, 4.0, -4.0]])
+    return torch.tensor([[0.0, 4.0, 0.0], [4.0, 4.0, -4.0], [4.0, 3.0, 2.0]])
 '''),
     dict(exercise="04-ex4", name="autograd-grad-per-row", expect="pass", mistake=None,
          source='''
@@ -335,5 +335,49 @@ def vjps_from_one_forward(f, x, vs):
     leaf = x.detach().clone().requires_grad_()
     f(leaf).backward(vs)
     return leaf.grad
+'''),
+    # ------------------------------------ all of J in one batched pass, then the asked product
+    dict(exercise="04-ex1", name="vmap-jacobian-then-product", expect="fail",
+         mistake="one batched pass", source='''
+def vector_jacobian_product(f, x, v):
+    _, vjp_fn = torch.func.vjp(f, x)
+    J = torch.func.vmap(vjp_fn)(torch.eye(v.numel()))[0]
+    return v @ J
+'''),
+    dict(exercise="04-ex1", name="batched-grad-jacobian", expect="fail",
+         mistake="one batched pass", source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    J, = torch.autograd.grad(out, leaf, torch.eye(len(out)), is_grads_batched=True)
+    return v @ J
+'''),
+    dict(exercise="04-ex2", name="vmap-all-rows", expect="fail", mistake="one batched pass",
+         source='''
+def jacobian_row(f, x, i):
+    out, vjp_fn = torch.func.vjp(f, x)
+    return torch.func.vmap(vjp_fn)(torch.eye(out.numel()))[0][i]
+'''),
+    dict(exercise="04-ex3", name="vmap-all-columns", expect="fail", mistake="one batched pass",
+         source='''
+def jacobian_column(f, x, j):
+    columns = torch.func.vmap(lambda u: jvp(f, (x,), (u,))[1])(torch.eye(x.numel()))
+    return columns[j]
+'''),
+    dict(exercise="04-ex4", name="rows-of-j-then-matmul", expect="fail", mistake="vs @ J",
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    J = torch.stack([torch.autograd.grad(out[i], leaf, retain_graph=True)[0]
+                     for i in range(len(out))])
+    return vs @ J
+'''),
+    dict(exercise="04-ex4", name="vmap-j-then-matmul", expect="fail", mistake="vs @ J",
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    out, vjp_fn = torch.func.vjp(f, x)
+    J = torch.func.vmap(vjp_fn)(torch.eye(out.shape[0]))[0]
+    return vs @ J
 '''),
 ]
