@@ -246,18 +246,22 @@ def ste_visible_example(SignSTE, rng):
 
 @scenario("05-ex2", uses=["SignSTE"], title="random inputs with entries at and near ±1")
 def ste_random(SignSTE, rng):
-    x = torch.randn(4, 5, generator=rng) * 1.5
+    shape = (int(torch.randint(2, 5, (), generator=rng)),
+             int(torch.randint(4, 8, (), generator=rng)))
+    x = torch.randn(shape, generator=rng) * 1.5
     edges = torch.tensor([1., -1., 0.999, -1.001, 1.001, -0.999, 0.])
-    places = torch.randperm(20, generator=rng)[: len(edges)]
+    places = torch.randperm(x.numel(), generator=rng)[: len(edges)]
     x.view(-1)[places] = edges
-    upstream = torch.randn(4, 5, generator=rng) * 2
+    upstream = torch.randn(shape, generator=rng) * 2
     return _ste_observations(SignSTE, x.requires_grad_(), upstream)
 
 
-@scenario("05-ex2", uses=["SignSTE"], title="float64 inputs")
+@scenario("05-ex2", uses=["SignSTE"], title="float64 inputs of 1 to 3 dimensions")
 def ste_float64(SignSTE, rng):
-    x = (torch.randn(6, generator=rng, dtype=torch.float64) * 2).requires_grad_()
-    upstream = torch.randn(6, generator=rng, dtype=torch.float64)
+    dims = int(torch.randint(1, 4, (), generator=rng))
+    shape = tuple(int(n) for n in torch.randint(1, 5, (dims,), generator=rng))
+    x = (torch.randn(shape, generator=rng, dtype=torch.float64) * 2).requires_grad_()
+    upstream = torch.randn(shape, generator=rng, dtype=torch.float64)
     return _ste_observations(SignSTE, x, upstream)
 
 
