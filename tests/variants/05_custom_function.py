@@ -62,6 +62,7 @@ class SiLU(Function):
         return grad_output * (s + ctx.x * s * (1 - s))
 '''),
     dict(exercise="05-ex1", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="the shapes of two tensors do not fit together",
          source='''
 class SiLU(Function):
     @staticmethod
@@ -268,7 +269,8 @@ class SignSTE(Function):
         grad_output[x.abs() > 1] = 0
         return grad_output
 '''),
-    dict(exercise="05-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="05-ex2", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
 class SignSTE(Function):
     @staticmethod
     def forward(ctx, x):
@@ -413,7 +415,8 @@ class ClipGradient(Function):
     def backward(ctx, grad_output):
         return grad_output.clamp(-ctx.bound, ctx.bound)
 '''),
-    dict(exercise="05-ex3", name="hard-coded-bound", expect="fail", mistake=None, source='''
+    dict(exercise="05-ex3", name="hard-coded-bound", expect="fail", mistake=None,
+         relation="with bound 0.5: every item is the same", source='''
 class ClipGradient(Function):
     @staticmethod
     def forward(ctx, x, bound):

@@ -181,6 +181,7 @@ def steepest_drop(norms):
     return min(a / b for a, b in zip(values, values[1:]))
 '''),
     dict(exercise="07-ex1", name="hard-coded-visible-values", expect="fail", mistake=None,
+         relation="the test cell example's value, whatever the inputs",
          source=_NORMS.replace("    return {name: norms[name] for name in names}",
                                "    return {'fc1': 0.05, 'fc2': 0.1, 'fc3': 0.2, 'fc4': 0.3, "
                                "'fc5': 0.4, 'fc6': 0.5}") + '''
@@ -357,6 +358,7 @@ def float16_hooks(min_elements):
     return pack, unpack, counts
 '''),
     dict(exercise="07-ex2", name="hard-coded-visible-values", expect="fail", mistake=None,
+         relation="right on the test cell's example",
          source='''
 def float16_hooks(min_elements):
     counts = {"received": 0, "stored": 0}
