@@ -550,7 +550,7 @@ def attach_sgd_hooks(model, lr, weight_decay):
     return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
 '''),
     dict(exercise="07-ex3", name="weights-only", expect="fail", mistake=None,
-         relation="number of handles is half the expected value", source='''
+         relation="post-accumulate-grad hooks per parameter: the first item is right", source='''
 def attach_sgd_hooks(model, lr, weight_decay):
     def step(param):
         with torch.no_grad():
