@@ -116,7 +116,7 @@ def freeze_entries_without_handle(param, mask):
           title="the example of the test cell")
 def visible_example(clip_and_count, rng):
     t = torch.tensor([0.5, -1.0, 2.0, 4.0], requires_grad=True)
-    handle, calls = clip_and_count(t, -1.5, 1.5)
+    handle, calls = clip_and_count(t, -1.0, 3.0)
     loss = (t ** 2).sum()
     loss.backward(retain_graph=True)
     first = t.grad.clone()
@@ -125,7 +125,7 @@ def visible_example(clip_and_count, rng):
     (t ** 2).sum().backward()
     a = torch.tensor(1.0, requires_grad=True)
     p = torch.tensor(1.0, requires_grad=True)
-    clip_and_count(p, -0.5, 0.5)
+    clip_and_count(p, -2.0, 0.5)
     (a * 4 + p).mul(3).backward()
     return {"t.grad after one backward": first, "calls": list(calls),
             "t.grad at the end": t.grad, "a.grad (the hook sits on p)": a.grad,
@@ -134,12 +134,14 @@ def visible_example(clip_and_count, rng):
 
 @scenario("03-ex2", uses=["clip_and_count"], title="asymmetric bounds on an intermediate")
 def asymmetric_bounds(clip_and_count, rng):
-    source = torch.randn(8, generator=rng, requires_grad=True)
+    shape = (int(torch.randint(3, 9, (), generator=rng)),) * int(torch.randint(1, 3, (),
+                                                                               generator=rng))
+    source = torch.randn(shape, generator=rng, requires_grad=True)
     middle = source * 1.0
     low = -float(torch.rand((), generator=rng)) * 0.5 - 0.1     # in [-0.6, -0.1]
     high = float(torch.rand((), generator=rng)) * 2 + 1.0        # in [1, 3]
-    weights = torch.randn(8, generator=rng) * 2
-    weights[0] = (low + -high) / 2   # between -high and low: only the lower bound clips it
+    weights = torch.randn(shape, generator=rng) * 2
+    weights.view(-1)[0] = (low + -high) / 2   # between -high and low: only low clips it
     handle, calls = clip_and_count(middle, low, high)
     (middle * weights).sum().backward()
     return {"source.grad": source.grad, "calls": list(calls)}
@@ -250,6 +252,18 @@ def clip_counts_tensors(tensor, low, high):
     def clip(grad):
         calls.append(((grad < low) | (grad > high)).sum())
         return grad.clamp(low, high)
+
+    return tensor.register_hook(clip), calls
+
+
+@mistake("03-ex2", "The clamp is symmetric, [-high, high]: clamp into [low, high], the two "
+                   "bounds as given.", replaces="clip_and_count")
+def clip_symmetric(tensor, low, high):
+    calls = []
+
+    def clip(grad):
+        calls.append(int(((grad < low) | (grad > high)).sum()))
+        return grad.clamp(-high, high)
 
     return tensor.register_hook(clip), calls
 

@@ -22,20 +22,46 @@ def _silu_slope(x):
 
 def _gradient_after_in_place_change(SiLU, x, change):
     """Change x in place after the forward pass and run backward. A safe SiLU either raises
-    there (it saved x with save_for_backward) or still gives the gradient at the original x
-    (it saved what it needs, such as sigmoid(x) and the output); where it raises, the gradient
-    it gives on an unchanged copy of x is observed instead, so that both report the gradient
-    at the original x. Nothing here knows the right gradient: the grader compares."""
+    there autograd's own error for a saved tensor that changed (it saved x with
+    save_for_backward) or still gives the gradient at the original x (it saved what it needs,
+    such as sigmoid(x) and the output); where autograd refused, the gradient it gives on an
+    unchanged copy of x is observed instead, so that both report the gradient at the original
+    x. Any other error is observed as what it is. Nothing here knows the right gradient."""
     unchanged = x.detach().clone().requires_grad_()
     y = SiLU.apply(x)
     with torch.no_grad():
         x.add_(change)
     try:
         y.sum().backward()
-    except RuntimeError:
+    except RuntimeError as err:
+        if "modified by an inplace operation" not in str(err):
+            return "backward raised RuntimeError, not autograd's check of a saved tensor"
         SiLU.apply(unchanged).sum().backward()
         return unchanged.grad
     return x.grad
+
+
+def _attempt(compute):
+    """The value `compute()` returns, or which exception it raised (transforms refuse some
+    Functions: the refusal is an observation)."""
+    try:
+        return compute()
+    except Exception as err:  # noqa: BLE001 (which error the answer raises is observed)
+        return f"raised {type(err).__name__}"
+
+
+def _saves_with_save_for_backward(Function_, x):
+    """Whether a forward call of the answer saved any tensor with ctx.save_for_backward:
+    those tensors, and only those, pass through saved-tensor hooks."""
+    packed = []
+
+    def pack(tensor):
+        packed.append(True)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        Function_.apply(x)
+    return bool(packed)
 
 
 # ------------------------------------------------------------------------- 05-ex1: SiLU
@@ -50,6 +76,8 @@ def silu_visible_example(SiLU, rng):
     x64 = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
     moved = torch.tensor([0.3, -0.7], requires_grad=True)
     return {"SiLU forward": y, "x.grad": x.grad,
+            "upstream unchanged by backward": torch.equal(upstream,
+                                                          torch.tensor([1., 2., -1., 0.5])),
             "gradcheck on float64 inputs": gradcheck(SiLU.apply, (x64,),
                                                      raise_exception=False),
             "x.grad when x changed in place after forward (backward may raise instead)":
@@ -79,6 +107,32 @@ def silu_float64(SiLU, rng):
     return {"SiLU forward": y, "x.grad": gradient,
             "gradcheck on float64 inputs": gradcheck(SiLU.apply, (x64,),
                                                      raise_exception=False),
+            "x.grad when x changed in place after forward (backward may raise instead)":
+                _gradient_after_in_place_change(SiLU, moved, change)}
+
+
+@scenario("05-ex1", uses=["SiLU"], rtol=1e-4, atol=1e-5,
+          title="inputs of 1 to 3 dimensions: a plain sum, what was saved, an in-place change")
+def silu_shapes_and_saving(SiLU, rng):
+    dims = int(torch.randint(1, 4, (), generator=rng))
+    shape = tuple(int(n) for n in torch.randint(2, 5, (dims,), generator=rng))
+    x = (torch.randn(shape, generator=rng) * 3).requires_grad_()
+    upstream = torch.randn(shape, generator=rng)
+    sent = upstream.clone()
+    SiLU.apply(x).backward(upstream)
+    summed = x.detach().clone().requires_grad_()
+
+    def gradient_of_a_sum():
+        SiLU.apply(summed).sum().backward()
+        return summed.grad
+
+    moved = torch.randn(shape, generator=rng).requires_grad_()
+    change = float(torch.rand((), generator=rng)) + 0.5
+    return {"x.grad": x.grad,
+            "upstream unchanged by backward": torch.equal(upstream, sent),
+            "x.grad of SiLU.apply(x).sum()": _attempt(gradient_of_a_sum),
+            "forward saved a tensor with ctx.save_for_backward":
+                _saves_with_save_for_backward(SiLU, x.detach().clone().requires_grad_()),
             "x.grad when x changed in place after forward (backward may raise instead)":
                 _gradient_after_in_place_change(SiLU, moved, change)}
 
@@ -142,6 +196,37 @@ class SiLUWithCtxAttribute(Function):
         return grad_output * _silu_slope(ctx.x)
 
 
+@mistake("05-ex1", "x is copied into a ctx attribute (ctx.x = x.clone() or a NumPy copy) "
+                   "instead of being saved with ctx.save_for_backward(x): the task asks for "
+                   "save_for_backward, which lets autograd check that x did not change.",
+         replaces="SiLU")
+class SiLUWithCtxCopy(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x.detach().clone()
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * _silu_slope(ctx.x)
+
+
+@mistake("05-ex1", "backward multiplies grad_output in place (grad_output *= ... or mul_): "
+                   "the caller's gradient changes, and the gradient of y.sum(), whose "
+                   "grad_output is one number expanded, raises. Return a new tensor: "
+                   "grad_output * slope.", replaces="SiLU")
+class SiLUMultiplyingInPlace(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output.mul_(_silu_slope(x))
+
+
 # ---------------------------------------------------------------------- 05-ex2: SignSTE
 
 def _ste_observations(SignSTE, x, upstream):
@@ -161,18 +246,22 @@ def ste_visible_example(SignSTE, rng):
 
 @scenario("05-ex2", uses=["SignSTE"], title="random inputs with entries at and near ±1")
 def ste_random(SignSTE, rng):
-    x = torch.randn(4, 5, generator=rng) * 1.5
+    shape = (int(torch.randint(2, 5, (), generator=rng)),
+             int(torch.randint(4, 8, (), generator=rng)))
+    x = torch.randn(shape, generator=rng) * 1.5
     edges = torch.tensor([1., -1., 0.999, -1.001, 1.001, -0.999, 0.])
-    places = torch.randperm(20, generator=rng)[: len(edges)]
+    places = torch.randperm(x.numel(), generator=rng)[: len(edges)]
     x.view(-1)[places] = edges
-    upstream = torch.randn(4, 5, generator=rng) * 2
+    upstream = torch.randn(shape, generator=rng) * 2
     return _ste_observations(SignSTE, x.requires_grad_(), upstream)
 
 
-@scenario("05-ex2", uses=["SignSTE"], title="float64 inputs")
+@scenario("05-ex2", uses=["SignSTE"], title="float64 inputs of 1 to 3 dimensions")
 def ste_float64(SignSTE, rng):
-    x = (torch.randn(6, generator=rng, dtype=torch.float64) * 2).requires_grad_()
-    upstream = torch.randn(6, generator=rng, dtype=torch.float64)
+    dims = int(torch.randint(1, 4, (), generator=rng))
+    shape = tuple(int(n) for n in torch.randint(1, 5, (dims,), generator=rng))
+    x = (torch.randn(shape, generator=rng, dtype=torch.float64) * 2).requires_grad_()
+    upstream = torch.randn(shape, generator=rng, dtype=torch.float64)
     return _ste_observations(SignSTE, x, upstream)
 
 
@@ -258,6 +347,21 @@ class SignMaskingInPlace(Function):
         return grad_output
 
 
+@mistake("05-ex2", "The forward pass returns x clamped to [-1, 1] (hard-tanh): that is the "
+                   "function whose derivative the estimator borrows. Forward returns "
+                   "torch.sign(x).", replaces="SignSTE")
+class SignForwardClamped(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(-1, 1)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * (x.abs() <= 1).to(grad_output.dtype)
+
+
 # ----------------------------------------------------------------- 05-ex3: ClipGradient
 
 def _clip_observations(ClipGradient, x, bound, upstream):
@@ -301,6 +405,19 @@ def clip_between_operations(ClipGradient, rng):
     x64 = torch.randn(4, generator=rng, dtype=torch.float64).requires_grad_()
     return {"x.grad": x.grad,
             "gradcheck with bound 10, with bound 0.5": _gradchecks(ClipGradient, x64)}
+
+
+@scenario("05-ex3", uses=["ClipGradient"], title="several calls with their own bounds, "
+                                                  "then one backward")
+def clip_several_bounds(ClipGradient, rng):
+    calls = int(torch.randint(2, 5, (), generator=rng))
+    size = int(torch.randint(2, 7, (), generator=rng))
+    xs = [torch.randn(size, generator=rng).requires_grad_() for _ in range(calls)]
+    bounds = [0.2 + 0.6 * k + 0.3 * float(torch.rand((), generator=rng)) for k in range(calls)]
+    weights = [torch.randn(size, generator=rng) * 4 for _ in range(calls)]
+    outputs = [ClipGradient.apply(x, bound) for x, bound in zip(xs, bounds)]
+    sum((weight * out).sum() for weight, out in zip(weights, outputs)).backward()
+    return {"x.grad of each call, in the order of the calls": [x.grad for x in xs]}
 
 
 @mistake("05-ex3", "x.grad is grad_output unchanged: clamp it to [-bound, bound].",
@@ -384,16 +501,39 @@ class ClipWithoutNone(Function):
         return grad_output.clamp(-ctx.bound, ctx.bound)
 
 
+@mistake("05-ex3", "x.grad was scaled down as a whole to a norm of bound (what "
+                   "clip_grad_norm_ does): clamp each element on its own to [-bound, bound].",
+         replaces="ClipGradient")
+class ClipTheNorm(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        norm = grad_output.norm()
+        if norm > ctx.bound:
+            return grad_output * (ctx.bound / norm), None
+        return grad_output, None
+
+
+@mistake("05-ex3", "The bound is stored on the class (ClipGradient.bound = bound), shared by "
+                   "every call: the last call's bound clips them all. Keep it on ctx "
+                   "(ctx.bound = bound), which belongs to one call.", replaces="ClipGradient")
+class ClipWithBoundOnClass(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ClipWithBoundOnClass.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        bound = ClipWithBoundOnClass.bound
+        return grad_output.clamp(-bound, bound), None
+
+
 # --------------------------------------------------------------------- 05-ex4: Softplus
-
-def _attempt(compute):
-    """The value `compute()` returns, or which exception it raised (transforms refuse some
-    Functions: the refusal is an observation)."""
-    try:
-        return compute()
-    except Exception as err:  # noqa: BLE001 (which error the answer raises is observed)
-        return f"raised {type(err).__name__}"
-
 
 def _twice(Softplus, x, upstream, weight):
     """Forward value, the gradient for `upstream` taken with create_graph=True, and the

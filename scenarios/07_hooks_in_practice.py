@@ -5,6 +5,9 @@ The models are small (a few layers of a few units, images of 8×8 pixels at most
 weights drawn from `rng`; the visible scenarios rebuild the test cells' own models.
 """
 
+import contextlib
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -311,14 +314,18 @@ def steepest_returns_the_ratio(norms):
 
 # ---------------------------------------------------------------- 07-ex2: float16_hooks
 
-def _pack_report(pack, unpack, tensor):
-    """The stored dtype, and the dtype and values unpack gives back."""
+def _pack_report(pack, unpack, tensor, identity=False):
+    """The stored dtype, and the dtype and values unpack gives back; with `identity`, also
+    whether pack stored the very tensor it received (not a copy)."""
     packed = pack(tensor)
     stored = packed[1] if isinstance(packed, tuple) and len(packed) == 2 else None
     back = unpack(packed)
-    return {"stored dtype": str(getattr(stored, "dtype", type(stored).__name__)),
-            "unpacked dtype": str(getattr(back, "dtype", type(back).__name__)),
-            "unpacked values": back if isinstance(back, torch.Tensor) else None}
+    report = {"stored dtype": str(getattr(stored, "dtype", type(stored).__name__)),
+              "unpacked dtype": str(getattr(back, "dtype", type(back).__name__)),
+              "unpacked values": back if isinstance(back, torch.Tensor) else None}
+    if identity:
+        report["stored is the tensor received itself"] = stored is tensor
+    return report
 
 
 @scenario("07-ex2", uses=["float16_hooks"], visible=True, title="the example of the test cell",
@@ -401,7 +408,7 @@ def float16_direct_calls(float16_hooks, rng):
         "int64 indices": torch.randint(0, 1000, (threshold + 5,), generator=rng),
         "float32 matrix": torch.randn(2, threshold, generator=rng)}
     for name, tensor in tensors.items():
-        observed[name] = _pack_report(pack, unpack, tensor)
+        observed[name] = _pack_report(pack, unpack, tensor, identity=True)
     observed["counts added"] = _added(counts, start)
     first = _counts(counts)
     second_pack, _, second_counts, second_start, _ = _fresh(float16_hooks, threshold)
@@ -469,6 +476,19 @@ def float16_never_restores(min_elements):
                    "tensors (tensor.is_floating_point()).", replaces="float16_hooks")
 def float16_converts_integers(min_elements):
     return _float16_variant(min_elements, convert=lambda t: True)
+
+
+@mistake("07-ex2", "A tensor that should be stored as it is was copied (clone(), "
+                   "detach().clone()): store the tensor itself. A copy holds a second time the memory "
+                   "that the hooks are meant to save.", replaces="float16_hooks")
+def float16_copies_the_unconverted(min_elements):
+    pack, unpack, counts = _float16_variant(min_elements)
+
+    def copying_pack(tensor):
+        dtype, stored = pack(tensor)
+        return dtype, stored.clone() if stored is tensor else stored
+
+    return copying_pack, unpack, counts
 
 
 @mistake("07-ex2", "unpack always gives float32: a float64 tensor must come back as float64. "
@@ -576,10 +596,34 @@ def sgd_tied_weights(attach_sgd_hooks, rng):
                     _random_batches(rng, (width,), 2))
 
 
+@scenario("07-ex3", uses=["attach_sgd_hooks"],
+          title="backward(create_graph=True): grad mode is on while the hooks run",
+          atol=1e-6, rtol=1e-5)
+def sgd_create_graph(attach_sgd_hooks, rng):
+    model = _random_mlp(rng)
+    parameters = list(model.parameters())
+    lr, weight_decay = _lr_and_decay(rng)
+    attach_sgd_hooks(model, lr, weight_decay)
+    images, labels = _random_batches(rng, (8,), 1)[0]
+    loss = F.cross_entropy(model(images), labels)
+    raised = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the reference cycle create_graph=True warns about
+        try:
+            loss.backward(create_graph=True)
+        except RuntimeError:
+            raised = "RuntimeError"
+    return {"the error backward(create_graph=True) raised": raised,
+            "parameters after the backward pass": _flat(model),
+            "every parameter is still a leaf with no grad_fn": [
+                p.is_leaf and p.grad_fn is None for p in parameters],
+            "param.grad is None after the backward pass": [p.grad is None for p in parameters]}
+
+
 def _sgd_variant(model, lr, weight_decay, *, sign=-1.0, decay=True, clear="none",
-                 register="post"):
+                 register="post", guard=torch.no_grad):
     def step(param):
-        with torch.no_grad():
+        with guard():
             update = param.grad + (weight_decay * param if decay else 0.0)
             param.add_(update, alpha=sign * lr)
         if clear == "none":
@@ -616,6 +660,17 @@ def sgd_without_decay(model, lr, weight_decay):
     return _sgd_variant(model, lr, weight_decay, decay=False)
 
 
+@mistake("07-ex3", "weight_decay · p is subtracted without the factor lr: the step is "
+                   "lr · (∇p + weight_decay · p), lr times the whole sum.",
+         replaces="attach_sgd_hooks")
+def sgd_decay_without_lr(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * param.grad + weight_decay * param)
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+
+
 @mistake("07-ex3", "The step goes uphill: subtract lr times the gradient.",
          replaces="attach_sgd_hooks")
 def sgd_uphill(model, lr, weight_decay):
@@ -649,3 +704,11 @@ def sgd_rebinds_the_name(model, lr, weight_decay):
         with torch.no_grad():
             param = param - lr * (param.grad + weight_decay * param)  # noqa: F841
     return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+
+
+@mistake("07-ex3", "The update runs outside torch.no_grad(): under backward(create_graph=True) "
+                   "grad mode is on in the hook, and the in-place change of a parameter (a "
+                   "leaf that requires grad) raises. Put the update inside "
+                   "with torch.no_grad():.", replaces="attach_sgd_hooks")
+def sgd_without_no_grad(model, lr, weight_decay):
+    return _sgd_variant(model, lr, weight_decay, guard=contextlib.nullcontext)

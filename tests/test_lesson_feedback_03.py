@@ -52,6 +52,15 @@ def clip_and_count(tensor, low, high):
         calls.append(int(((grad < low) | (grad > high)).sum()))
     return tensor.register_hook(clip), calls
 '''),
+    # the example's bounds are not symmetric about 0, so a clamp to [-high, high] shows
+    ("03-ex2", "The clamp is symmetric, [-high, high]", '''
+def clip_and_count(tensor, low, high):
+    calls = []
+    def clip(grad):
+        calls.append(int(((grad < low) | (grad > high)).sum()))
+        return grad.clamp(-high, high)
+    return tensor.register_hook(clip), calls
+'''),
     # register_hook is named as such, not "set param.grad = None"
     ("03-ex3", "registered hooks with register_hook", '''
 def sgd_in_backward(params, lr):

@@ -126,3 +126,12 @@ def test_wrong_answer_gets_the_message_of_its_mistake(exercise, variant, phrase)
 @pytest.mark.parametrize("exercise", ["07-ex1", "07-ex2", "07-ex3"])
 def test_the_solution_passes_its_test_cell(exercise):
     assert first_failure(exercise, _cell(f"{exercise}-answer")) == ""
+
+
+@pytest.mark.parametrize("exercise,variant", [
+    ("07-ex1", "hook-factory-and-sorted"), ("07-ex1", "default-argument-and-ratios-dict"),
+    ("07-ex2", "half-and-nbytes"), ("07-ex2", "half-when-floating"),
+    ("07-ex3", "data-update-and-loop"), ("07-ex3", "decay-added-to-grad-first"),
+])
+def test_valid_alternatives_pass_the_test_cell(exercise, variant):
+    assert first_failure(exercise, VARIANTS[(exercise, variant)]) == ""

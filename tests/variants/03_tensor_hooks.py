@@ -111,6 +111,17 @@ def clip_and_count(tensor, low, high):
         return grad.clamp(low, high)
     return tensor.register_hook(clip), calls
 '''),
+    dict(exercise="03-ex2", name="symmetric-clamp", expect="fail", mistake="symmetric",
+         source='''
+def clip_and_count(tensor, low, high):
+    calls = []
+
+    def clip(grad):
+        calls.append(int((grad < low).sum() + (grad > high).sum()))
+        return torch.clamp(grad, -high, high)
+
+    return tensor.register_hook(clip), calls
+'''),
     dict(exercise="03-ex2", name="tensor-counts", expect="fail", mistake="plain ints", source='''
 def clip_and_count(tensor, low, high):
     calls = []

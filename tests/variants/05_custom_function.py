@@ -62,6 +62,7 @@ class SiLU(Function):
         return grad_output * (s + ctx.x * s * (1 - s))
 '''),
     dict(exercise="05-ex1", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="the shapes of two tensors do not fit together",
          source='''
 class SiLU(Function):
     @staticmethod
@@ -107,6 +108,91 @@ class SiLU(Function):
         (x,) = ctx.saved_tensors
         sig = x.sigmoid()
         return grad_output * sig * (1 + x * (1 - sig))
+'''),
+    dict(exercise="05-ex1", name="multiplies-grad-output-in-place", expect="fail", mistake="in place", source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        grad_output *= s * (1 + x * (1 - s))
+        return grad_output
+'''),
+    dict(exercise="05-ex1", name="ctx-clone", expect="fail", mistake="copied into a ctx attribute", source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x.clone()
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x = ctx.x
+        s = torch.sigmoid(x)
+        return grad_output * (s + x * s * (1 - s))
+'''),
+    dict(exercise="05-ex1", name="numpy-backward-from-a-copy", expect="fail", mistake="copied into a ctx attribute", source='''
+import numpy as np
+
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x_np = x.detach().numpy().copy()
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x = ctx.x_np
+        s = 1 / (1 + np.exp(-x))
+        return grad_output * torch.from_numpy(s + x * s * (1 - s))
+'''),
+    dict(exercise="05-ex1", name="minus-second-term", expect="fail", mistake=None, relation="gradcheck on float64 inputs is False", source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return grad_output * (s - x * s * (1 - s))
+'''),
+    dict(exercise="05-ex1", name="saves-output-uses-it-as-x", expect="fail", mistake=None, relation="gradcheck on float64 inputs is False", source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x * torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return grad_output * (s + x * s * (1 - s))
+'''),
+    dict(exercise="05-ex1", name="numpy-backward-from-saved-x", expect="pass", mistake=None, source='''
+import numpy as np
+
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        xn = x.detach().numpy()
+        s = 1 / (1 + np.exp(-xn))
+        return grad_output * torch.from_numpy(s + xn * s * (1 - s))
 '''),
     # ------------------------------------------------------------------------ 05-ex2
     dict(exercise="05-ex2", name="true-derivative", expect="fail",
@@ -183,7 +269,8 @@ class SignSTE(Function):
         grad_output[x.abs() > 1] = 0
         return grad_output
 '''),
-    dict(exercise="05-ex2", name="hard-coded-visible", expect="fail", mistake=None, source='''
+    dict(exercise="05-ex2", name="hard-coded-visible", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
 class SignSTE(Function):
     @staticmethod
     def forward(ctx, x):
@@ -217,6 +304,43 @@ class SignSTE(Function):
     def backward(ctx, grad_output):
         (inside,) = ctx.saved_tensors
         return grad_output * inside
+'''),
+    dict(exercise="05-ex2", name="inverted-mask", expect="fail", mistake=None, relation="zero where the expected values are not", source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * (x.abs() > 1)
+'''),
+    dict(exercise="05-ex2", name="mask-from-output", expect="fail", mistake="grad_output everywhere", source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sign(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return torch.where(y.abs() <= 1, grad_output, torch.zeros_like(grad_output))
+'''),
+    dict(exercise="05-ex2", name="forward-clamps", expect="fail", mistake="clamped to [-1, 1]", source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(-1, 1)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * (x.abs() <= 1)
 '''),
     # ------------------------------------------------------------------------ 05-ex3
     dict(exercise="05-ex3", name="no-clamp", expect="fail", mistake="unchanged", source='''
@@ -291,7 +415,8 @@ class ClipGradient(Function):
     def backward(ctx, grad_output):
         return grad_output.clamp(-ctx.bound, ctx.bound)
 '''),
-    dict(exercise="05-ex3", name="hard-coded-bound", expect="fail", mistake=None, source='''
+    dict(exercise="05-ex3", name="hard-coded-bound", expect="fail", mistake=None,
+         relation="with bound 0.5: every item is the same", source='''
 class ClipGradient(Function):
     @staticmethod
     def forward(ctx, x, bound):
@@ -327,6 +452,46 @@ class ClipGradient(Function):
         b = ctx.bound
         clipped = torch.where(grad_output > b, b, grad_output)
         return torch.where(clipped < -b, -b, clipped), None
+'''),
+    dict(exercise="05-ex3", name="bound-on-the-class", expect="fail", mistake="stored on the class", source='''
+class ClipGradient(Function):
+    bound = None
+
+    @staticmethod
+    def forward(ctx, x, bound):
+        ClipGradient.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        b = ClipGradient.bound
+        return grad_output.clamp(-b, b), None
+'''),
+    dict(exercise="05-ex3", name="rescales-by-norm", expect="fail", mistake="norm", source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        norm = grad_output.norm()
+        if norm > ctx.bound:
+            return grad_output * (ctx.bound / norm), None
+        return grad_output, None
+'''),
+    dict(exercise="05-ex3", name="bound-saved-as-tensor", expect="pass", mistake=None, source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.save_for_backward(torch.tensor(bound))
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (b,) = ctx.saved_tensors
+        return torch.minimum(torch.maximum(grad_output, -b), b), None
 '''),
     # ------------------------------------------------------------------------ 05-ex4
     dict(exercise="05-ex4", name="slope-under-no-grad", expect="fail", mistake='second derivative is missing',

@@ -181,6 +181,7 @@ def steepest_drop(norms):
     return min(a / b for a, b in zip(values, values[1:]))
 '''),
     dict(exercise="07-ex1", name="hard-coded-visible-values", expect="fail", mistake=None,
+         relation="the test cell example's value, whatever the inputs",
          source=_NORMS.replace("    return {name: norms[name] for name in names}",
                                "    return {'fc1': 0.05, 'fc2': 0.1, 'fc3': 0.2, 'fc4': 0.3, "
                                "'fc5': 0.4, 'fc6': 0.5}") + '''
@@ -217,6 +218,27 @@ def steepest_drop(norms):
     layers = list(norms.items())
     ratios = [(here / there, name) for (name, here), (_, there) in zip(layers, layers[1:])]
     return min(ratios)[1]
+'''),
+    dict(exercise="07-ex1", name="default-argument-and-ratios-dict", expect="pass", mistake=None,
+         source='''
+def output_grad_norms(model, images, labels):
+    names = [name for name, child in model.named_children() if isinstance(child, nn.Linear)]
+    norms = {}
+    handles = []
+    for name in names:
+        def forward_hook(module, inputs, output, name=name):
+            output.register_hook(lambda grad, name=name: norms.__setitem__(name, grad.norm().item()))
+        handles.append(getattr(model, name).register_forward_hook(forward_hook))
+    F.cross_entropy(model(images), labels).backward()
+    for handle in handles:
+        handle.remove()
+    return {name: norms[name] for name in names}
+
+
+def steepest_drop(norms):
+    names = list(norms)
+    ratios = {names[k]: norms[names[k]] / norms[names[k + 1]] for k in range(len(names) - 1)}
+    return min(ratios, key=ratios.get)
 '''),
     # ------------------------------------------------------------------ 07-ex2
     dict(exercise="07-ex2", name="ignores-threshold", expect="fail",
@@ -336,6 +358,7 @@ def float16_hooks(min_elements):
     return pack, unpack, counts
 '''),
     dict(exercise="07-ex2", name="hard-coded-visible-values", expect="fail", mistake=None,
+         relation="right on the test cell's example",
          source='''
 def float16_hooks(min_elements):
     counts = {"received": 0, "stored": 0}
@@ -361,6 +384,59 @@ def float16_hooks(min_elements):
     def unpack(packed):
         dtype, stored = packed
         return stored if stored.dtype == dtype else stored.to(dtype=dtype)
+
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="clones-small-tensors", expect="fail", mistake="copied", source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+
+    def pack(tensor):
+        if tensor.is_floating_point() and tensor.numel() >= min_elements:
+            stored = tensor.to(torch.float16)
+        else:
+            stored = tensor.clone()
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+
+    def unpack(packed):
+        dtype, stored = packed
+        return stored.to(dtype)
+
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="detached-copy-for-small", expect="fail", mistake="copied", source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+
+    def pack(tensor):
+        big = tensor.is_floating_point() and tensor.numel() >= min_elements
+        stored = tensor.to(torch.float16) if big else tensor.detach().clone()
+        counts["received"] += tensor.numel() * tensor.element_size()
+        counts["stored"] += stored.numel() * stored.element_size()
+        return (tensor.dtype, stored)
+
+    def unpack(packed):
+        return packed[1].to(packed[0])
+
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="half-when-floating", expect="pass", mistake=None, source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+
+    def pack(tensor):
+        stored = tensor
+        if torch.is_floating_point(tensor) and tensor.numel() >= min_elements:
+            stored = tensor.half()
+        counts["received"] = counts["received"] + tensor_bytes(tensor)
+        counts["stored"] = counts["stored"] + tensor_bytes(stored)
+        return tensor.dtype, stored
+
+    def unpack(packed):
+        original, stored = packed
+        return stored.to(original)
 
     return pack, unpack, counts
 '''),
@@ -438,5 +514,58 @@ def attach_sgd_hooks(model, lr, weight_decay):
     for param in model.parameters():
         handles.append(param.register_post_accumulate_grad_hook(sgd))
     return handles
+'''),
+    dict(exercise="07-ex3", name="no-no-grad", expect="fail", mistake="outside torch.no_grad", source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        param.sub_(lr * (param.grad + weight_decay * param))
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
+    dict(exercise="07-ex3", name="minus-equals-no-no-grad", expect="fail", mistake="outside torch.no_grad", source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    handles = []
+    for p in model.parameters():
+        def update(param):
+            param -= lr * param.grad + lr * weight_decay * param
+            param.grad = None
+        handles.append(p.register_post_accumulate_grad_hook(update))
+    return handles
+'''),
+    dict(exercise="07-ex3", name="decay-added-to-grad-first", expect="pass", mistake=None, source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            grad = param.grad.add(param, alpha=weight_decay)
+            param.add_(grad, alpha=-lr)
+        param.grad = None
+    return [param.register_post_accumulate_grad_hook(step) for param in model.parameters()]
+'''),
+    dict(exercise="07-ex3", name="decay-not-scaled-by-lr", expect="fail", mistake="without the factor lr", source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * param.grad + weight_decay * param)
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
+    dict(exercise="07-ex3", name="weights-only", expect="fail", mistake=None,
+         relation="post-accumulate-grad hooks per parameter: the first item is right", source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * (param.grad + weight_decay * param))
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for name, p in model.named_parameters() if name.endswith("weight")]
+'''),
+    dict(exercise="07-ex3", name="returns-no-handles", expect="fail", mistake=None,
+         relation="the result is a list is False", source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * (param.grad + weight_decay * param))
+        param.grad = None
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(step)
 '''),
 ]
