@@ -72,8 +72,10 @@ def leaf_gradients_mean(p_values, q_values):
     return p.grad, q.grad
 
 
-@mistake("01-ex1", "The gradients were worked out by hand, not by autograd: build s from the "
-                   "leaves p and q and call s.backward().", replaces="leaf_gradients")
+@mistake("01-ex1", "The values are right, but they are not the tensors backward() put in "
+                   "p.grad and q.grad (worked out by hand, or copied or converted afterwards): "
+                   "build s from the leaves p and q, call s.backward(), and return p.grad and "
+                   "q.grad themselves.", replaces="leaf_gradients")
 def leaf_gradients_by_hand(p_values, q_values):
     p, q = torch.tensor(p_values), torch.tensor(q_values)
     return 2 * p * q ** 2 + 1, 2 * p ** 2 * q

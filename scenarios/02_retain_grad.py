@@ -81,8 +81,9 @@ def intermediate_mean(values):
     return h.grad
 
 
-@mistake("02-ex1", "The gradient was worked out by hand (3 h²): keep the one backward() "
-                   "computes, with h.retain_grad(), and return h.grad.",
+@mistake("02-ex1", "The values are right, but they are not the gradient backward() kept for "
+                   "h (worked out by hand as 3 h², or copied or converted afterwards): call "
+                   "h.retain_grad() before backward() and return h.grad itself.",
          replaces="intermediate_gradient")
 def intermediate_by_hand(values):
     x = torch.tensor(values)

@@ -38,6 +38,14 @@ def leaf_gradients(p_values, q_values):
     q = torch.tensor(q_values)
     return 2 * p * q ** 2 + 1, 2 * p ** 2 * q
 '''),
+    dict(exercise="01-ex1", name="float64-then-converted", expect="fail",
+         mistake="copied or converted afterwards", source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, dtype=torch.float64, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float64, requires_grad=True)
+    p_grad, q_grad = torch.autograd.grad(((p * q) ** 2 + p).sum(), (p, q))
+    return p_grad.float(), q_grad.float()
+'''),
     dict(exercise="01-ex1", name="hard-coded-visible", expect="fail", mistake=None,
          relation="the test cell example's value", source='''
 def leaf_gradients(p_values, q_values):
