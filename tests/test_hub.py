@@ -261,9 +261,21 @@ def reload_lab(page, hub: ClassHub, name: str):
 
 
 def assignment_list(page):
+    """The Assignments tab, opened from the menu, in front and loaded."""
     lab_page.menu(page, "Nbgrader", "Assignment List")
-    # In front, even when JupyterLab was still opening the start page of its URL.
-    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Assignments").first.click()
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Assignments").first
+    listing = page.locator("#released_assignments_list")
+    # JupyterLab restoring its layout, or opening the file of its URL, may bring another tab
+    # to the front after the first click: click again until the list stays in view.
+    for _ in range(10):
+        tab.click()
+        try:
+            listing.wait_for(state="visible", timeout=3000)
+            page.wait_for_timeout(500)
+            if listing.is_visible():
+                break
+        except Exception:  # playwright's TimeoutError: the tab went behind another
+            continue
     page.locator("#released_assignments_list_loading").wait_for(state="hidden")
     return page
 
@@ -351,9 +363,11 @@ def start_page_rows(page, reload: tuple | None = None) -> dict[str, str]:
         hub, name = reload
         reload_lab(page, hub, name)
         page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=START_PAGE).first.click()
-    table = page.locator(".jp-RenderedMarkdown table").first
+    # The start page's own view: an open notebook's markdown cells are rendered too.
+    view = page.locator(".jp-MarkdownViewer:not(.lm-mod-hidden) .jp-RenderedMarkdown").first
+    table = view.locator("table").first
     table.wait_for(timeout=120_000)
-    assert "start here" in page.locator(".jp-RenderedMarkdown h1").first.inner_text()
+    assert "start here" in view.locator("h1").first.inner_text()
     rows = {}
     for row in table.locator("tbody tr").all():
         cells = row.locator("td").all_inner_texts()
