@@ -104,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
                               help="students of this run whom the gradebook has under other "
                                    "ids (the same LMS user id or email): give its records this "
                                    "run's ids (default: say so and grade nothing)")
+    grade_parser.add_argument("--withhold-hidden-checks", dest="withhold_hidden",
+                              action="store_true",
+                              help="feedback that shows the visible examples' results only "
+                                   "(before a deadline; the score still counts every check)")
     _add_grading_options(grade_parser)
     demo_parser = commands.add_parser(
         "demo", help="build a small class of synthetic submissions and grade it")
@@ -195,7 +199,8 @@ def _grade(args: argparse.Namespace) -> int:
                              lessons=args.lessons, engine=args.engine, timeout=args.timeout,
                              memory_limit=args.memory_limit, progress=args.progress,
                              share_prologue=args.share_prologue, sandbox=args.sandbox,
-                             notebook_timeout=args.notebook_timeout, intake=intake)
+                             notebook_timeout=args.notebook_timeout, intake=intake,
+                             withhold_hidden=getattr(args, "withhold_hidden", False))
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

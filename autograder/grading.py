@@ -269,9 +269,11 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
                 engine: str = "fork", timeout: int | None = None,
                 memory_limit: int = DEFAULT_MEMORY_LIMIT, progress: bool | None = None,
                 share_prologue: bool = True, sandbox: bool = True,
-                notebook_timeout: int = 600, echo=print, intake: Intake | None = None) -> Report:
+                notebook_timeout: int = 600, echo=print, intake: Intake | None = None,
+                withhold_hidden: bool = False) -> Report:
     """Grade every submission in `submissions` (a folder or a .zip); see the module's doc.
-    `intake`: the layout, roster and selection of students (default: detected, none, all)."""
+    `intake`: the layout, roster and selection of students (default: detected, none, all);
+    `withhold_hidden`: feedback without the hidden checks' results (before a deadline)."""
     started = time.monotonic()
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     root = Path(course_root).resolve()
@@ -316,14 +318,15 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         return _grade_class(submissions, out, root, known, jobs, lessons, engine, timeout,
                             memory_limit, progress, share_prologue, echo, started,
                             sandbox, notebook_timeout, intake or Intake(),
-                            [weaker] if weaker else [])
+                            [weaker] if weaker else [], withhold_hidden)
 
 
 def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], jobs: int,
                  lessons: list[str] | None, engine: str, timeout: int | None,
                  memory_limit: int, progress: bool | None, share_prologue: bool, echo,
                  started: float, sandbox: bool = True, notebook_timeout: int = 600,
-                 intake: Intake | None = None, warnings: list[str] | None = None) -> Report:
+                 intake: Intake | None = None, warnings: list[str] | None = None,
+                 withhold_hidden: bool = False) -> Report:
     intake = intake or Intake()
     out.mkdir(parents=True, exist_ok=True)
     _remove(out / "feedback")
@@ -358,7 +361,8 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
                             lock_path=str(scratch / "gradebook.lock"),
                             threads=max(1, default_jobs() // workers) if engine == "fork" else 0,
                             share_prologue=share_prologue, sandbox=sandbox,
-                            notebook_timeout=int(notebook_timeout))
+                            notebook_timeout=int(notebook_timeout),
+                            withhold_hidden=withhold_hidden)
         install_gradebook_lock(settings.lock_path)
         if not timeout:  # the course's limit, from nbgrader_config.py
             settings.timeout = int(course_config(root).Execute.get("timeout", 60) or 60)
