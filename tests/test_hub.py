@@ -88,10 +88,11 @@ def hubctl(config: Path, command: str, timeout: float = 300) -> str:
 class ClassHub:
     """A class hub of its own: a state folder, accounts and a group named for this run only."""
 
-    def __init__(self, idle_timeout: int = 3600, cull_every: int = 300):
+    def __init__(self, idle_timeout: int = 3600, cull_every: int = 300,
+                 students: tuple[str, ...] = ("ann", "bob"), extra: str = ""):
         prefix = "t" + secrets.token_hex(3)
         self.admin, self.instructor = f"{prefix}-admin", f"{prefix}-teach"
-        self.students = (f"{prefix}-ann", f"{prefix}-bob")
+        self.students = tuple(f"{prefix}-{name}" for name in students)
         self.group = f"{prefix}-instructors"
         self.root = Path(tempfile.mkdtemp(prefix="class-hub-"))
         self.root.chmod(0o711)  # students pass through to their home folders
@@ -115,7 +116,7 @@ instructors_group = "{self.group}"
 memory = "{MEMORY_LIMIT >> 30}G"
 idle_timeout = {idle_timeout}
 cull_every = {cull_every}
-""")
+{extra}""")
         self.settings = class_settings.load(self.config)
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -718,13 +719,14 @@ def page_menu_items(page, top: str) -> set[str]:
     return items
 
 
-def gradebook_scores(hub: ClassHub) -> dict[str, float]:
+def gradebook_scores(hub: ClassHub, students: tuple[str, ...] = ()) -> dict[str, float]:
+    """Lesson 01's score of `students` (default: all) in the class's gradebook."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{hub.settings.course_dir / 'gradebook.db'}",
                    hub.settings.course_id) as gradebook:
         return {student: gradebook.find_submission(LESSON, student).score
-                for student in hub.students}
+                for student in students or hub.students}
 
 
 def gradebook_students(hub: ClassHub) -> set[str]:

@@ -250,3 +250,38 @@ def test_a_wrong_feedback_section_says_what_is_wrong(tmp_path, text, complaint):
     with pytest.raises(ConfigError) as caught:
         class_settings.load(path)
     assert complaint in str(caught.value)
+
+
+def test_publishing_follows_no_link_an_instructor_plants(tmp_path):
+    """The service runs as root and writes its report into the course folder, which
+    instructors may change: a link planted where it writes is replaced, never followed."""
+    from coursehub.onsubmit import REPORT_FILE, publish
+
+    path = tmp_path / "class.toml"
+    path.write_text('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n'
+                    'instructors_group = "root"\n')
+    settings = class_settings.load(path)
+    (settings.queue_dir / "students").mkdir(parents=True)
+    settings.course_dir.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for name in (REPORT_FILE, f".{REPORT_FILE}.tmp"):
+        (settings.course_dir / name).symlink_to(victim)
+    queue = Queue(tmp_path / "q.json")
+    queue.observe([name_of("root")], T0)
+    written = {}
+    publish(queue, settings, written)
+    assert victim.read_text() == "precious"
+    report = settings.course_dir / REPORT_FILE
+    assert not report.is_symlink() and "| root | " in report.read_text()
+    assert oct(report.stat().st_mode & 0o777) == oct(0o640)
+    student = settings.queue_dir / "students" / "root.json"
+    assert json.loads(student.read_text())[0]["status"] == "being graded"
+    # Written again only when it changes.
+    report.write_text("edited")
+    publish(queue, settings, written)
+    assert report.read_text() == "edited"
+
+
+def name_of(student: str) -> str:
+    return name(student, L1, 1)

@@ -23,6 +23,7 @@ import argparse
 import csv
 import datetime
 import grp
+import io
 import json
 import os
 import pwd
@@ -34,6 +35,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from autograder.exchange import Refused, read_small
 from coursehub.settings import USERNAME_PATTERN, ClassSettings, OnSubmit
 
 QUEUE_FILE = "queue.json"
@@ -220,9 +222,9 @@ class Steps:
         if deadline is not None:
             try:
                 submitted = datetime.datetime.strptime(
-                    stamp.read_text().strip(), "%Y-%m-%d %H:%M:%S.%f %Z")
+                    read_small(str(stamp), 1024).strip(), "%Y-%m-%d %H:%M:%S.%f %Z")
                 entry.late = submitted.replace(tzinfo=datetime.timezone.utc) > deadline
-            except (OSError, ValueError):
+            except (OSError, ValueError, Refused):
                 return f"the collected submission has no readable timestamp.txt ({stamp})"
             code, output = self._run(["-m", "nbgrader", "db", "assignment", "add", entry.lesson,
                                       f"--duedate={deadline:%Y-%m-%d %H:%M:%S} UTC"])
@@ -243,11 +245,11 @@ class Steps:
             args += ["--cluster", limits.cluster]
         code, output = self._run(args)
         row = None
-        try:
-            with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
-                row = next((r for r in csv.DictReader(handle) if r["student_id"] ==
-                            entry.student and r["lesson"] == entry.lesson), None)
-        except OSError:
+        try:  # written by the grading step; read without following a link, bounded
+            text = read_small(str(out / "grades.csv"), 1 << 20)
+            row = next((r for r in csv.DictReader(io.StringIO(text)) if r.get("student_id") ==
+                        entry.student and r.get("lesson") == entry.lesson), None)
+        except (OSError, Refused):
             pass
         if code or row is None:
             return f"grading ended with status {code}: " + one_line(output[-600:])
@@ -341,31 +343,36 @@ def instructor_report(queue: Queue) -> str:
 
 
 def _write(path: Path, text: str, gid: int, mode: int) -> None:
-    """Write `path` whole, owned by root and group `gid`, unless it already says `text`."""
-    try:
-        if path.read_text() == text:
-            return
-    except OSError:
-        pass
+    """Write `path` whole, owned by root and group `gid`, through a new file that no link
+    can redirect (the course folder is the instructors' to change)."""
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    os.chown(temporary, 0, gid)
-    os.chmod(temporary, mode)
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        os.fchown(handle.fileno(), 0, gid)
+        os.fchmod(handle.fileno(), mode)
     os.replace(temporary, path)
 
 
-def publish(queue: Queue, settings: ClassSettings) -> None:
-    """Each student's status file and the instructors' report, from the queue."""
-    folder = settings.queue_dir / "students"
+def publish(queue: Queue, settings: ClassSettings, written: dict[Path, str]) -> None:
+    """Each student's status file and the instructors' report, from the queue; `written`
+    remembers what each file says, so that only changes are written."""
+    files = {}
     for student in sorted({e.student for e in queue.entries}):
         try:
             gid = pwd.getpwnam(student).pw_gid
         except KeyError:
             continue
-        _write(folder / f"{student}.json", json.dumps(student_status(queue, student)), gid,
-               0o640)
-    _write(settings.course_dir / REPORT_FILE, instructor_report(queue),
-           grp.getgrnam(settings.instructors_group).gr_gid, 0o640)
+        files[settings.queue_dir / "students" / f"{student}.json"] = \
+            (json.dumps(student_status(queue, student)), gid)
+    files[settings.course_dir / REPORT_FILE] = \
+        (instructor_report(queue), grp.getgrnam(settings.instructors_group).gr_gid)
+    for path, (text, gid) in files.items():
+        if written.get(path) != text:
+            _write(path, text, gid, 0o640)
+            written[path] = text
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,6 +398,7 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
         stopping.append(signum)
         steps.stop()
 
+    written: dict[Path, str] = {}
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     print(f"coursehub.onsubmit: watching {settings.exchange_dir / settings.course_id}/inbound; "
@@ -408,7 +416,7 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
             if entry.status == FAILED:
                 print(f"coursehub.onsubmit: {entry.student}'s {entry.lesson} could not be "
                       f"graded: {entry.note}", flush=True)
-        publish(queue, settings)
+        publish(queue, settings, written)
         if entry is None:
             time.sleep(poll)
 
