@@ -72,9 +72,10 @@ def submit(page, count: int) -> None:
                == count, f"submission {count} in the list")
 
 
-def fetch_new_feedback(page, hub: ClassHub, student: str) -> float:
+def fetch_new_feedback(page, hub: ClassHub, student: str, doc_image: str | None = None) -> float:
     """Refresh the Assignments tab until the newest submission's feedback is there to fetch
-    (as a student would), fetch it, open it; the score it shows."""
+    (as a student would), fetch it, open it; the score it shows. `doc_image`: a screenshot of
+    its first exercise's verdict for the docs."""
     reload_lab(page, hub, student)
     assignment_list(page)
     newest = page.locator("#submitted_assignments_list .nested_list_item").last
@@ -96,6 +97,9 @@ def fetch_new_feedback(page, hub: ClassHub, student: str) -> float:
     header.wait_for()
     page_text = viewer.locator("body").inner_text()
     assert WITHHELD in page_text and "hidden check:" not in page_text
+    if doc_image:
+        viewer.get_by_text(WITHHELD).first.scroll_into_view_if_needed()
+        screenshot(page, f"on-submit-{student}", doc_image=doc_image)
     return float(re.search(r"Score: ([\d.]+) /", header.inner_text()).group(1))
 
 
@@ -187,9 +191,12 @@ def _run(hub: ClassHub, browser, new_context) -> None:
         answer_and_save(pages[student], hub, student, answers[student])
         submit(pages[student], 1)
     for student in (ann, bob):
-        assert fetch_new_feedback(pages[student], hub, student) == expected[student]
-    screenshot(pages[ann], "on-submit-feedback", doc_image="hub-feedback-on-submit.png")
+        image = "hub-feedback-on-submit.png" if student == bob else None
+        assert fetch_new_feedback(pages[student], hub, student, image) == expected[student]
     assert gradebook_scores(hub, (ann, bob)) == expected
+    # The instructor's autograded copy keeps the hidden checks that the feedback held back.
+    graded = (hub.settings.course_dir / "autograded" / bob / NOTEBOOK).read_text()
+    assert "hidden check:" in graded
 
     # Ann takes her last answer out and submits again: she sees the new result.
     unanswered = nbformat.read(REPO_ROOT / "notebooks" / NOTEBOOK, as_version=4)
@@ -209,7 +216,9 @@ def _run(hub: ClassHub, browser, new_context) -> None:
     submit(pages[cat], PER_HOUR + 1)
     wait_until(lambda: status(hub, cat).startswith("waiting"), "cat's wait")
     rows = start_page_rows(pages[cat], reload=(hub, cat))
-    screenshot(pages[cat], "on-submit-waiting")
+    pages[cat].locator(".jp-MarkdownViewer:not(.lm-mod-hidden) h2",
+                       has_text="Your submissions").scroll_into_view_if_needed()
+    screenshot(pages[cat], "on-submit-waiting", doc_image="hub-on-submit-waiting.png")
     text = pages[cat].locator(".jp-MarkdownViewer:not(.lm-mod-hidden)").inner_text()
     assert re.search(rf"{LESSON}\s.*waiting: the class grades at most {PER_HOUR} submissions "
                      r"of yours an hour; this one is graded at \d{4}-\d\d-\d\d \d\d:\d\d UTC",
