@@ -194,14 +194,6 @@ def test_a_restart_loses_nothing_and_repeats_no_finished_step(tmp_path):
     assert steps.calls == [] and {e.status for e in third.entries} == {DONE}
 
 
-def test_without_release_the_feedback_waits_for_the_instructor(tmp_path):
-    queue, steps, limits = Queue(tmp_path / "q.json"), Recorder(), OnSubmit(enabled=True)
-    queue.observe([name("ann", L1, 1)], T0)
-    entry = queue.next_ready(T0, limits)
-    work(queue, entry, steps, clock=lambda: T0, release=False)
-    assert [s for _, s in steps.calls] == ["collect", "grade"] and entry.status == DONE
-
-
 def test_the_start_page_shows_the_student_their_submissions(tmp_path):
     queue, limits = Queue(tmp_path / "q.json"), OnSubmit(enabled=True, per_hour=1)
     queue.observe([name("ann", L1, 1)], T0)

@@ -270,7 +270,7 @@ def one_line(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def work(queue: Queue, entry: Entry, steps, clock=time.time, release: bool = True) -> None:
+def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
     """Run `entry`'s remaining steps, saving the queue after each; a step that fails is tried
     once more (at its next turn), then the submission is marked failed."""
     while entry.status in (PENDING, WAITING):
@@ -287,7 +287,7 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time, release: bool = Tru
             return
         entry.failures, entry.note = 0, ""
         following = STEPS.index(entry.step) + 1
-        if following == len(STEPS) or (STEPS[following] == "release" and not release):
+        if following == len(STEPS):
             entry.status = DONE
         else:
             entry.step, entry.status = STEPS[following], PENDING
