@@ -74,3 +74,17 @@ def test_a_cell_without_a_verdict_is_left_alone():
     cell.metadata["nbgrader"] = {"grade": True, "grade_id": "t", "points": 1}
     withhold_hidden_checks(cell)
     assert cell.outputs[0].evalue == "no trusted checks"
+
+
+def test_grading_settings_turn_it_on_in_the_feedback_steps():
+    from autograder.autograde import Settings, grading_config
+    from conftest import COURSE_ROOT
+    from autograder.nbgrader_inproc import feedback_preprocessors
+
+    def steps(withhold: bool) -> list[str]:
+        config = grading_config(Settings(course_root=str(COURSE_ROOT), out="out",
+                                         withhold_hidden=withhold))
+        return [getattr(p, "__name__", str(p)) for p in feedback_preprocessors(config)]
+
+    assert "WithholdHiddenChecks" not in steps(False)
+    assert steps(True)[-1] == "WithholdHiddenChecks"
