@@ -120,8 +120,8 @@ class Queue:
     def next_ready(self, now: float, limits: OnSubmit) -> Entry | None:
         """Settle who waits and whose older submissions a newer one replaces; the submission
         to work on next (the oldest ready), or None."""
-        in_progress = [e for e in self.entries if e.status in (PENDING, WORKING, WAITING)
-                       and e.step != "collect"]
+        in_progress = [e for e in self.entries if e.status in (PENDING, WORKING)
+                       and e.step != "collect"]  # collected: finished before anything else
         if in_progress:
             return in_progress[0]
         newest: dict[tuple[str, str], Entry] = {}
