@@ -277,3 +277,18 @@ def test_publishing_follows_no_link_an_instructor_plants(tmp_path):
 
 def name_of(student: str) -> str:
     return name(student, L1, 1)
+
+
+def test_late_is_judged_by_the_collected_timestamp(tmp_path):
+    from autograder.exchange import utc_text
+    from coursehub.onsubmit import submitted_after
+
+    deadline = datetime.datetime(2027, 2, 1, 12, 0, tzinfo=datetime.timezone.utc)
+    stamp = tmp_path / "timestamp.txt"
+    for moment, late in ((datetime.datetime(2027, 2, 1, 11, 59, 59), False),
+                         (datetime.datetime(2027, 2, 1, 12, 0, 0, 1), True)):
+        stamp.write_text(utc_text(moment))
+        assert submitted_after(stamp, deadline) is late
+    stamp.write_text("yesterday")
+    with pytest.raises(ValueError):
+        submitted_after(stamp, deadline)

@@ -221,9 +221,7 @@ class Steps:
         deadline = self.settings.on_submit.deadline(entry.lesson)
         if deadline is not None:
             try:
-                submitted = datetime.datetime.strptime(
-                    read_small(str(stamp), 1024).strip(), "%Y-%m-%d %H:%M:%S.%f %Z")
-                entry.late = submitted.replace(tzinfo=datetime.timezone.utc) > deadline
+                entry.late = submitted_after(stamp, deadline)
             except (OSError, ValueError, Refused):
                 return f"the collected submission has no readable timestamp.txt ({stamp})"
             code, output = self._run(["-m", "nbgrader", "db", "assignment", "add", entry.lesson,
@@ -263,6 +261,14 @@ class Steps:
                                   "--student", entry.student])
         failed = [line for line in output.splitlines() if "Feedback not released" in line]
         return one_line(" ".join(failed) or output[-600:]) if code or failed else ""
+
+
+def submitted_after(stamp: Path, deadline: datetime.datetime) -> bool:
+    """Whether the collected submission's timestamp.txt (the exchange's clock, written by
+    SafeCollect) is past `deadline`."""
+    submitted = datetime.datetime.strptime(read_small(str(stamp), 1024).strip(),
+                                           "%Y-%m-%d %H:%M:%S.%f %Z")
+    return submitted.replace(tzinfo=datetime.timezone.utc) > deadline
 
 
 def one_line(text: str, limit: int = 600) -> str:
