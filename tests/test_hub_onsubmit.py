@@ -195,8 +195,8 @@ def _run(hub: ClassHub, browser, new_context) -> None:
         assert fetch_new_feedback(pages[student], hub, student, image) == expected[student]
     assert gradebook_scores(hub, (ann, bob)) == expected
     # The instructor's autograded copy keeps the hidden checks that the feedback held back.
-    graded = (hub.settings.course_dir / "autograded" / bob / NOTEBOOK).read_text()
-    assert "hidden check:" in graded
+    autograded = (hub.settings.course_dir / "autograded" / bob / NOTEBOOK).read_text()
+    assert "hidden check:" in autograded
 
     # Ann takes her last answer out and submits again: she sees the new result.
     unanswered = nbformat.read(REPO_ROOT / "notebooks" / NOTEBOOK, as_version=4)
