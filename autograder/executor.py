@@ -1128,7 +1128,7 @@ def withhold_hidden_checks(cell: NotebookNode) -> None:
         if keep:
             kept.append(line)
     failed_message = failed[0][0] if failed and failed[0] else None
-    stream.text = (f"Exercise {number}: {counts[0]} of {counts[1]} visible examples passed. "
+    stream.text = (f"Exercise {number}: {counts[0]} of {counts[1]} visible examples passed.\n"
                    f"{WITHHELD_NOTE}\n" + "".join(f"{line}\n" for line in kept))
     outputs = [o for o in cell.outputs if not (o.get("output_type") == "error"
                                               and o.get("ename") == CHECK_ENAME)]
