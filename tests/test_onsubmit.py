@@ -292,3 +292,22 @@ def test_late_is_judged_by_the_collected_timestamp(tmp_path):
     stamp.write_text("yesterday")
     with pytest.raises(ValueError):
         submitted_after(stamp, deadline)
+
+
+def test_the_hub_runs_the_service_only_when_the_class_turns_it_on(tmp_path):
+    from traitlets.config import Config
+
+    from coursehub.hubconfig import configure
+
+    path = tmp_path / "class.toml"
+    for enabled in (False, True):
+        path.write_text('[accounts]\nadmins = ["a"]\n[feedback]\n'
+                        f'feedback_on_submit = {str(enabled).lower()}\n')
+        c = Config()
+        configure(c, class_settings.load(path))
+        services = {s["name"]: s for s in c.JupyterHub.services}
+        assert ("feedback-on-submit" in services) is enabled
+        assert "idle-culler" in services
+    command = services["feedback-on-submit"]["command"]
+    assert command[1:4] == ["-m", "coursehub.onsubmit", "serve"]
+    assert command[command.index("--config") + 1] == str(path.resolve())
