@@ -41,8 +41,10 @@ class Recorder:
         self.calls.append((entry.name, step))
         if self.crash_at == (entry.name, step):
             raise KeyboardInterrupt  # the service killed in the middle of this step
-        if step == "grade":
-            entry.score = "9 / 9"
+        if step == "grade":  # as Steps.grade: before the deadline the hidden checks wait
+            entry.score, entry.withheld = "9 / 9", True
+        if step == "feedback":
+            entry.withheld = False
         tries = self.errors.get((entry.name, step), [])
         return tries.pop(0) if tries else ""
 
@@ -54,6 +56,9 @@ class Recorder:
 
     def release(self, entry, now):
         return self._step("release", entry, now)
+
+    def feedback(self, entry, now):
+        return self._step("feedback", entry, now)
 
 
 def run_all(queue: Queue, steps, now: float, limits: OnSubmit) -> None:
@@ -311,3 +316,32 @@ def test_the_hub_runs_the_service_only_when_the_class_turns_it_on(tmp_path):
     command = services["feedback-on-submit"]["command"]
     assert command[1:4] == ["-m", "coursehub.onsubmit", "serve"]
     assert command[command.index("--config") + 1] == str(path.resolve())
+
+
+def test_at_the_deadline_the_full_feedback_of_the_last_graded_one_is_released_once(tmp_path):
+    deadline = datetime.datetime.fromtimestamp(T0 + 7200, datetime.timezone.utc)
+    limits = OnSubmit(enabled=True, deadlines={L1: deadline})
+    path = tmp_path / "q.json"
+    queue, steps = Queue(path), Recorder()
+    first, second = name("ann", L1, 1), name("ann", L1, 2)
+    queue.observe([first], T0)
+    run_all(queue, steps, T0, limits)
+    queue.observe([second], T0 + 60)
+    run_all(queue, steps, T0 + 60, limits)
+    run_all(queue, steps, T0 + 7199, limits)
+    assert len(steps.calls) == 6
+    assert "hidden checks' results come after the deadline" in \
+        student_status(queue, "ann")[0]["status"]
+    # At the deadline: the newest graded submission's full feedback, made and released; the
+    # service stopped between the two picks up at the release.
+    crashing = Recorder(crash_at=(second, "release"))
+    with pytest.raises(KeyboardInterrupt):
+        run_all(queue, crashing, T0 + 7200, limits)
+    assert crashing.calls == [(second, "feedback"), (second, "release")]
+    again, steps = Queue.load(path), Recorder()
+    run_all(again, steps, T0 + 7300, limits)
+    run_all(again, steps, T0 + 9000, limits)
+    assert steps.calls == [(second, "release")]
+    assert [e.withheld for e in again.entries] == [True, False]  # the first was replaced
+    assert student_status(again, "ann")[0]["status"] == \
+        "graded: 9 / 9; click Fetch Feedback in the Assignments tab"

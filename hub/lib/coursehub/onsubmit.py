@@ -4,8 +4,9 @@ JupyterHub starts it with the hub and stops it with the hub when hub/class.toml 
 `feedback_on_submit = true` ([feedback]). It watches the exchange's inbound folder; for each new
 submission it collects it (nbgrader collect, the course's SafeCollect), grades it in the sandbox
 (`python -m autograder grade`, with `--cluster` when the class names a Dask scheduler) and
-releases its feedback to the student (the course's SafeReleaseFeedback). Each step runs as the
-account `nobody` with the instructors' group, as an instructor's would.
+releases its feedback to the student (the course's SafeReleaseFeedback). Feedback that held the
+hidden checks back is made again with them and released once the lesson's deadline passes. Each
+step runs as the account `nobody` with the instructors' group, as an instructor's would.
 
 The queue lives in <state>/on-submit/queue.json, written after every step, so a restart of the
 hub or the service loses no submission and repeats no finished step. A step that fails is
@@ -42,7 +43,9 @@ QUEUE_FILE = "queue.json"
 REPORT_FILE = "on-submit.md"  # in the course folder, for the instructors
 HOUR = 3600.0
 TRIES = 2  # a failed step is tried once more, then reported
-STEPS = ("collect", "grade", "release")
+# Each step and the one after it. "feedback": the full feedback of a submission graded with
+# the hidden checks held back, once its lesson's deadline has passed.
+NEXT_STEP = {"collect": "grade", "grade": "release", "feedback": "release", "release": None}
 PENDING, WORKING, WAITING = "pending", "working", "waiting"
 DONE, FAILED, SUPERSEDED = "done", "failed", "superseded"
 STEP_TIMEOUT = 3600  # seconds; grading has its own per-notebook limit well below this
@@ -68,6 +71,7 @@ class Entry:
     note: str = ""
     late: bool = False
     score: str = ""
+    withheld: bool = False  # its released feedback left the hidden checks out
 
 
 def parse_name(name: str) -> tuple[str, str] | None:
@@ -140,7 +144,25 @@ class Queue:
             else:
                 entry.status, entry.until, entry.note = PENDING, None, ""
                 ready.append(entry)
+        if not ready:
+            ready = self.past_deadline(now, limits)
         return min(ready, key=lambda e: (e.seen, e.name), default=None)
+
+    def past_deadline(self, now: float, limits: OnSubmit) -> list[Entry]:
+        """Graded submissions whose feedback held the hidden checks back and whose lesson's
+        deadline has passed, each the newest graded of its student and lesson, set to have
+        their full feedback made and released."""
+        newest: dict[tuple[str, str], Entry] = {}
+        for entry in sorted(self.entries, key=lambda e: (e.seen, e.name)):
+            if entry.status == DONE:
+                newest[(entry.student, entry.lesson)] = entry
+        due = []
+        for entry in newest.values():
+            deadline = limits.deadline(entry.lesson)
+            if entry.withheld and deadline is not None and now >= deadline.timestamp():
+                entry.status, entry.step = PENDING, "feedback"
+                due.append(entry)
+        return due
 
     def wait(self, entry: Entry, now: float, limits: OnSubmit) -> tuple[float | None, str]:
         """Until when `entry` must wait, and why ("" when it need not)."""
@@ -237,7 +259,9 @@ class Steps:
                 "--lessons", entry.lesson, "--out", str(out), "--course-root", ".",
                 "--jobs", "1", "--no-progress"]
         deadline = limits.deadline(entry.lesson)
-        if not limits.hidden_before_deadline and (deadline is None or now < deadline.timestamp()):
+        withhold = not limits.hidden_before_deadline and \
+            (deadline is None or now < deadline.timestamp())
+        if withhold:
             args.append("--withhold-hidden-checks")
         if limits.cluster:
             args += ["--cluster", limits.cluster]
@@ -254,6 +278,17 @@ class Steps:
         if row["status"] != "graded":
             return f"{row['status']}: " + one_line(row.get("reason", "") or output[-400:])
         entry.score = f"{float(row['score']):g} / {float(row['max_score']):g}"
+        entry.withheld = withhold
+        return ""
+
+    def feedback(self, entry: Entry, now: float) -> str:
+        """The submission's feedback made again by the course's own feedback steps (every
+        check shown), from the autograded copy: nothing is graded again."""
+        code, output = self._run(["-m", "nbgrader", "generate_feedback", entry.lesson,
+                                  "--student", entry.student, "--force"])
+        if code:
+            return "generating the full feedback failed: " + one_line(output[-600:])
+        entry.withheld = False
         return ""
 
     def release(self, entry: Entry, now: float) -> str:
@@ -292,11 +327,11 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
             queue.save()
             return
         entry.failures, entry.note = 0, ""
-        following = STEPS.index(entry.step) + 1
-        if following == len(STEPS):
+        following = NEXT_STEP[entry.step]
+        if following is None:
             entry.status = DONE
         else:
-            entry.step, entry.status = STEPS[following], PENDING
+            entry.step, entry.status = following, PENDING
         queue.save()
 
 
@@ -314,6 +349,10 @@ def student_status(queue: Queue, student: str) -> list[dict]:
         if entry.status == DONE:
             text = (f"graded{' (late)' if entry.late else ''}: {entry.score}; "
                     "click Fetch Feedback in the Assignments tab")
+            if entry.withheld:
+                text += " (the hidden checks' results come after the deadline)"
+        elif entry.step == "feedback":
+            text = "graded; the feedback with the hidden checks' results is on its way"
         elif entry.status == WAITING:
             text = f"waiting: {entry.note}"
         elif entry.status == FAILED:
