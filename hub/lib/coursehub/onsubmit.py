@@ -16,6 +16,7 @@ in <state>/on-submit/students/<name>.json, which only they and root may read; th
 shows it.
 
     python -m coursehub.onsubmit serve --python PYTHON [--config CLASS_TOML]
+    python -m coursehub.onsubmit feedback COURSE_ROOT STUDENT LESSON   (one step, as nobody)
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from autograder.exchange import Refused, read_small
-from coursehub.settings import USERNAME_PATTERN, ClassSettings, OnSubmit
+from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings, OnSubmit
 
 QUEUE_FILE = "queue.json"
 REPORT_FILE = "on-submit.md"  # in the course folder, for the instructors
@@ -208,7 +209,7 @@ class Steps:
             os.umask(0o007)
 
         env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": "/nonexistent",
-               "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8"}
+               "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8", "PYTHONPATH": str(HUB_DIR / "lib")}
         self.current = subprocess.Popen([str(self.python), *args], cwd=settings.course_dir,
                                         env=env, preexec_fn=drop, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True,
@@ -282,10 +283,10 @@ class Steps:
         return ""
 
     def feedback(self, entry: Entry, now: float) -> str:
-        """The submission's feedback made again by the course's own feedback steps (every
-        check shown), from the autograded copy: nothing is graded again."""
-        code, output = self._run(["-m", "nbgrader", "generate_feedback", entry.lesson,
-                                  "--student", entry.student, "--force"])
+        """The submission's feedback made again by the course's feedback steps (every check
+        shown), from the autograded copy: nothing is graded again (full_feedback)."""
+        code, output = self._run(["-m", "coursehub.onsubmit", "feedback", ".", entry.student,
+                                  entry.lesson])
         if code:
             return "generating the full feedback failed: " + one_line(output[-600:])
         entry.withheld = False
@@ -466,16 +467,32 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
             time.sleep(poll)
 
 
+def full_feedback(course: Path, student: str, lesson: str) -> Path:
+    """The feedback page of `student`'s graded `lesson` in the course root `course`, made again
+    from its autograded copy by the course's feedback steps (as grading makes it, every check
+    shown); returns its path."""
+    from autograder.nbgrader_inproc import course_config, generate_feedback
+
+    return generate_feedback(course_config(course), student, lesson)
+
+
 def main(argv: list[str] | None = None) -> int:
     from coursehub import settings as class_settings
 
     parser = argparse.ArgumentParser(prog="python -m coursehub.onsubmit")
-    parser.add_argument("command", choices=["serve"])
-    parser.add_argument("--config", type=Path, default=None, help="the class file")
-    parser.add_argument("--python", type=Path, required=True,
-                        help="the Python of users' servers, which runs each step")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serving = commands.add_parser("serve", help="watch the exchange (JupyterHub starts it)")
+    serving.add_argument("--config", type=Path, default=None, help="the class file")
+    serving.add_argument("--python", type=Path, required=True,
+                         help="the Python of users' servers, which runs each step")
+    making = commands.add_parser("feedback", help="a graded submission's full feedback again")
+    for name in ("course", "student", "lesson"):
+        making.add_argument(name)
     args = parser.parse_args(argv)
-    serve(class_settings.load(args.config), args.python)
+    if args.command == "feedback":
+        print(f"Feedback written: {full_feedback(Path(args.course), args.student, args.lesson)}")
+    else:
+        serve(class_settings.load(args.config), args.python)
     return 0
 
 
