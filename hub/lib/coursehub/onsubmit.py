@@ -195,7 +195,7 @@ class Steps:
         self.current: subprocess.Popen | None = None
         self.stopping = False
 
-    def _run(self, args: list[str]) -> tuple[int, str]:
+    def _run(self, args: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
         if self.stopping:
             return 1, "the service is stopping"
         settings = self.settings
@@ -209,7 +209,7 @@ class Steps:
             os.umask(0o007)
 
         env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": "/nonexistent",
-               "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8", "PYTHONPATH": str(HUB_DIR / "lib")}
+               "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8", **(env or {})}
         self.current = subprocess.Popen([str(self.python), *args], cwd=settings.course_dir,
                                         env=env, preexec_fn=drop, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True,
@@ -286,7 +286,7 @@ class Steps:
         """The submission's feedback made again by the course's feedback steps (every check
         shown), from the autograded copy: nothing is graded again (full_feedback)."""
         code, output = self._run(["-m", "coursehub.onsubmit", "feedback", ".", entry.student,
-                                  entry.lesson])
+                                  entry.lesson], env={"PYTHONPATH": str(HUB_DIR / "lib")})
         if code:
             return "generating the full feedback failed: " + one_line(output[-600:])
         entry.withheld = False
