@@ -62,7 +62,7 @@ test: setup
 
 ## test-hub: the class JupyterHub's end-to-end tests (a few minutes; needs hub/node_modules: cd hub && npm ci)
 test-hub: setup
-	$(BIN)/python -m pytest -m hub tests/test_hub.py tests/test_hub_culler.py tests/test_hub_k8s.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m hub tests/test_hub.py tests/test_hub_culler.py tests/test_hub_onsubmit.py tests/test_hub_k8s.py $(PYTEST_ARGS)
 
 ## test-dask: grading on a Dask cluster of local processes (a scheduler and workers on 127.0.0.1; a few minutes)
 test-dask: setup

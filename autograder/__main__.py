@@ -108,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                               help="students of this run whom the gradebook has under other "
                                    "ids (the same LMS user id or email): give its records this "
                                    "run's ids (default: say so and grade nothing)")
+    grade_parser.add_argument("--withhold-hidden-checks", dest="withhold_hidden",
+                              action="store_true",
+                              help="feedback that shows the visible examples' results only "
+                                   "(before a deadline; the score still counts every check)")
     _add_grading_options(grade_parser)
     demo_parser = commands.add_parser(
         "demo", help="build a small class of synthetic submissions and grade it")
@@ -200,7 +204,8 @@ def _grade(args: argparse.Namespace) -> int:
                              memory_limit=args.memory_limit, progress=args.progress,
                              share_prologue=args.share_prologue, sandbox=args.sandbox,
                              notebook_timeout=args.notebook_timeout, intake=intake,
-                             cluster=args.cluster)
+                             cluster=args.cluster,
+                             withhold_hidden=getattr(args, "withhold_hidden", False))
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

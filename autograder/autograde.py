@@ -48,6 +48,7 @@ class Settings:
     share_prologue: bool = True  # run a lesson's cells before its first exercise once
     sandbox: bool = True  # confine every notebook (engine fork); False: --no-sandbox
     notebook_timeout: int = 600  # seconds the whole notebook may run (engine fork)
+    withhold_hidden: bool = False  # feedback without the hidden checks' results
 
 
 @dataclass
@@ -84,6 +85,7 @@ def grading_config(settings: Settings) -> Config:
     extra.ForkedExecute.sandbox = settings.sandbox
     extra.ForkedExecute.notebook_timeout = settings.notebook_timeout
     extra.ForkedExecute.course_root = str(Path(settings.course_root).resolve())
+    extra.WithholdHiddenChecks.enabled = settings.withhold_hidden
     config = course_config(Path(settings.course_root), extra)
     if "max_lines" in config.LimitOutput:
         config.ForkedExecute.max_lines = config.LimitOutput.max_lines

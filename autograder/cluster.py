@@ -145,7 +145,8 @@ class _Worker:
                                  memory_limit=spec["memory_limit"],
                                  lock_path=str(self.scratch / "gradebook.lock"),
                                  threads=max(1, threads), share_prologue=spec["share_prologue"],
-                                 sandbox=True, notebook_timeout=spec["notebook_timeout"])
+                                 sandbox=True, notebook_timeout=spec["notebook_timeout"],
+                                 withhold_hidden=bool(spec.get("withhold_hidden")))
         install_gradebook_lock(self.settings.lock_path)
         config = grading_config(self.settings)
         # nbgrader's folders and gradebook are the worker's own; the lessons are its course's.
@@ -540,7 +541,7 @@ def _import_record(config, student: str, lesson: str, record: dict | None) -> No
 
 def connect(address: str, root: Path, *, timeout: int, memory_limit: int,
             share_prologue: bool, notebook_timeout: int, preload: list[str],
-            echo=print) -> ClusterPool:
+            withhold_hidden: bool = False, echo=print) -> ClusterPool:
     """Connect to the scheduler at `address`, check and warm its workers for this course;
     a ClusterError (before anything is written) when it cannot be reached or no worker may
     grade."""
@@ -552,7 +553,7 @@ def connect(address: str, root: Path, *, timeout: int, memory_limit: int,
     digest = course_digest(root)
     spec = {"digest": digest, "timeout": int(timeout), "memory_limit": int(memory_limit),
             "share_prologue": bool(share_prologue), "notebook_timeout": int(notebook_timeout),
-            "preload": list(preload)}
+            "preload": list(preload), "withhold_hidden": bool(withhold_hidden)}
     spec["key"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
     try:
         client = Client(address, timeout=CONNECT_SECONDS)

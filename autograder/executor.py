@@ -1152,6 +1152,50 @@ def _verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run
     cell.outputs = outputs
 
 
+_VERDICT_SUMMARY = re.compile(r"^Exercise (\S+): \d+ of \d+ checks passed \(checked by the "
+                              r"grader on inputs drawn for you\)\.$")
+_CHECK_LINE = re.compile(r"^([✓✗]) (visible example|hidden check): ")
+WITHHELD_NOTE = "The hidden checks' results are shown after the deadline."
+
+
+def withhold_hidden_checks(cell: NotebookNode) -> None:
+    """Remove the hidden checks' lines from a test cell's verdict (_verdict_outputs' text),
+    counting the visible examples only; its error names a failed visible example, or goes."""
+    stream = next((o for o in cell.get("outputs", []) if o.get("output_type") == "stream"
+                   and _VERDICT_SUMMARY.match(o.get("text", "").split("\n", 1)[0])), None)
+    if stream is None:
+        return
+    summary, *lines = stream.text.rstrip("\n").split("\n")
+    number = _VERDICT_SUMMARY.match(summary).group(1)
+    kept, keep, counts = [], False, [0, 0]
+    failed: list[list[str]] = []  # per failed visible example: its mistake, then its problems
+    for line in lines:
+        check = _CHECK_LINE.match(line)
+        if check:
+            keep = check.group(2) == "visible example"
+            if keep:
+                counts[1] += 1
+                counts[0] += check.group(1) == "✓"
+                if check.group(1) == "✗":
+                    failed.append([])
+        elif keep and failed and line.startswith("    likely mistake: "):
+            failed[-1].insert(0, line.removeprefix("    likely mistake: "))
+        elif keep and failed and line.startswith("    - "):
+            failed[-1].append(line.removeprefix("    - "))
+        if keep:
+            kept.append(line)
+    failed_message = failed[0][0] if failed and failed[0] else None
+    stream.text = (f"Exercise {number}: {counts[0]} of {counts[1]} visible examples passed.\n"
+                   f"{WITHHELD_NOTE}\n" + "".join(f"{line}\n" for line in kept))
+    outputs = [o for o in cell.outputs if not (o.get("output_type") == "error"
+                                              and o.get("ename") == CHECK_ENAME)]
+    if counts[0] < counts[1]:
+        message = one_line(failed_message or "a visible example failed", 300)
+        outputs.append(from_dict(error_output(
+            CHECK_ENAME, message, f"Exercise {number} is not right yet: {message}")))
+    cell.outputs = outputs
+
+
 def _not_run_output(run: Run) -> dict:
     why = {"timeout": "an earlier cell ran past the time limit",
            "died": "the process running the notebook ended",

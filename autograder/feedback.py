@@ -40,12 +40,13 @@ from bleach.css_sanitizer import CSSSanitizer
 from nbconvert.exporters.html import HTMLExporter, contextfilter
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
-from traitlets import Unicode
+from traitlets import Bool, Unicode
 
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder.executor import DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, _ansi_red
+from autograder.executor import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, _ansi_red,
+                                 withhold_hidden_checks)
 
 # Errors the grader writes itself: their one-line traceback is a message for the student.
 _OWN_ERRORS = {TIMEOUT_ENAME, DEAD_ENAME, NOT_RUN_ENAME}
@@ -77,6 +78,18 @@ class HideTestTracebacks(NbGraderPreprocessor):
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
                     output.traceback = _short_traceback(output)
+        return cell, resources
+
+
+class WithholdHiddenChecks(NbGraderPreprocessor):
+    """Before a deadline: test cells' verdicts without the hidden checks' results
+    (executor.withhold_hidden_checks); on only when `enabled` (grade --withhold-hidden-checks)."""
+
+    enabled = Bool(False).tag(config=True)
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        if self.enabled and cell.cell_type == "code" and utils.is_grade(cell):
+            withhold_hidden_checks(cell)
         return cell, resources
 
 

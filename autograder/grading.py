@@ -270,10 +270,11 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
                 memory_limit: int = DEFAULT_MEMORY_LIMIT, progress: bool | None = None,
                 share_prologue: bool = True, sandbox: bool = True,
                 notebook_timeout: int = 600, echo=print, intake: Intake | None = None,
-                cluster: str | None = None) -> Report:
+                cluster: str | None = None, withhold_hidden: bool = False) -> Report:
     """Grade every submission in `submissions` (a folder or a .zip); see the module's doc.
-    `intake`: the layout, roster and selection of students (default: detected, none, all).
-    `cluster`: a Dask scheduler's address, whose workers grade the notebooks."""
+    `intake`: the layout, roster and selection of students (default: detected, none, all);
+    `cluster`: a Dask scheduler's address, whose workers grade the notebooks;
+    `withhold_hidden`: feedback without the hidden checks' results (before a deadline)."""
     started = time.monotonic()
     submissions, out = Path(submissions).resolve(), Path(out).resolve()
     root = Path(course_root).resolve()
@@ -323,13 +324,14 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         remote = connect(cluster, root, timeout=timeout or _course_timeout(root),
                          memory_limit=memory_limit, share_prologue=share_prologue,
                          notebook_timeout=notebook_timeout,
-                         preload=lesson_imports(read_solutions(root, known), known), echo=echo)
+                         preload=lesson_imports(read_solutions(root, known), known),
+                         withhold_hidden=withhold_hidden, echo=echo)
     try:
         with course_lock(root, echo):
             return _grade_class(submissions, out, root, known, jobs, lessons, engine, timeout,
                                 memory_limit, progress, share_prologue, echo, started,
                                 sandbox, notebook_timeout, intake or Intake(),
-                                [weaker] if weaker else [], remote)
+                                [weaker] if weaker else [], remote, withhold_hidden)
     finally:
         if remote is not None:
             remote.close()
@@ -345,7 +347,7 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
                  memory_limit: int, progress: bool | None, share_prologue: bool, echo,
                  started: float, sandbox: bool = True, notebook_timeout: int = 600,
                  intake: Intake | None = None, warnings: list[str] | None = None,
-                 remote=None) -> Report:
+                 remote=None, withhold_hidden: bool = False) -> Report:
     intake = intake or Intake()
     out.mkdir(parents=True, exist_ok=True)
     _remove(out / "feedback")
@@ -381,7 +383,8 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
                             lock_path=str(scratch / "gradebook.lock"),
                             threads=max(1, default_jobs() // workers) if engine == "fork" else 0,
                             share_prologue=share_prologue, sandbox=sandbox,
-                            notebook_timeout=int(notebook_timeout))
+                            notebook_timeout=int(notebook_timeout),
+                            withhold_hidden=withhold_hidden)
         install_gradebook_lock(settings.lock_path)
         if not timeout:  # the course's limit, from nbgrader_config.py
             settings.timeout = _course_timeout(root)

@@ -340,7 +340,7 @@ def feedback_preprocessors(config: Config) -> list:
     from nbgrader.converters import GenerateFeedback
     from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
-    from autograder.feedback import HideTestTracebacks
+    from autograder.feedback import HideTestTracebacks, WithholdHiddenChecks
 
     configured = list(config.GenerateFeedback.get("preprocessors")
                       or GenerateFeedback.class_traits()["preprocessors"].default()
@@ -356,6 +356,8 @@ def feedback_preprocessors(config: Config) -> list:
         names.insert(position, "ClearHiddenTests")
     if "HideTestTracebacks" not in names:
         configured.insert(names.index("ClearHiddenTests"), HideTestTracebacks)
+    if config.WithholdHiddenChecks.get("enabled") and "WithholdHiddenChecks" not in names:
+        configured.append(WithholdHiddenChecks)
     return configured
 
 

@@ -88,10 +88,11 @@ def hubctl(config: Path, command: str, timeout: float = 300) -> str:
 class ClassHub:
     """A class hub of its own: a state folder, accounts and a group named for this run only."""
 
-    def __init__(self, idle_timeout: int = 3600, cull_every: int = 300):
+    def __init__(self, idle_timeout: int = 3600, cull_every: int = 300,
+                 students: tuple[str, ...] = ("ann", "bob"), extra: str = ""):
         prefix = "t" + secrets.token_hex(3)
         self.admin, self.instructor = f"{prefix}-admin", f"{prefix}-teach"
-        self.students = (f"{prefix}-ann", f"{prefix}-bob")
+        self.students = tuple(f"{prefix}-{name}" for name in students)
         self.group = f"{prefix}-instructors"
         self.root = Path(tempfile.mkdtemp(prefix="class-hub-"))
         self.root.chmod(0o711)  # students pass through to their home folders
@@ -115,7 +116,7 @@ instructors_group = "{self.group}"
 memory = "{MEMORY_LIMIT >> 30}G"
 idle_timeout = {idle_timeout}
 cull_every = {cull_every}
-""")
+{extra}""")
         self.settings = class_settings.load(self.config)
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -261,9 +262,21 @@ def reload_lab(page, hub: ClassHub, name: str):
 
 
 def assignment_list(page):
+    """The Assignments tab, opened from the menu, in front and loaded."""
     lab_page.menu(page, "Nbgrader", "Assignment List")
-    # In front, even when JupyterLab was still opening the start page of its URL.
-    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Assignments").first.click()
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Assignments").first
+    listing = page.locator("#released_assignments_list")
+    # JupyterLab restoring its layout, or opening the file of its URL, may bring another tab
+    # to the front after the first click: click again until the list stays in view.
+    for _ in range(10):
+        tab.click()
+        try:
+            listing.wait_for(state="visible", timeout=3000)
+            page.wait_for_timeout(500)
+            if listing.is_visible():
+                break
+        except Exception:  # playwright's TimeoutError: the tab went behind another
+            continue
     page.locator("#released_assignments_list_loading").wait_for(state="hidden")
     return page
 
@@ -351,9 +364,11 @@ def start_page_rows(page, reload: tuple | None = None) -> dict[str, str]:
         hub, name = reload
         reload_lab(page, hub, name)
         page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=START_PAGE).first.click()
-    table = page.locator(".jp-RenderedMarkdown table").first
+    # The start page's own view: an open notebook's markdown cells are rendered too.
+    view = page.locator(".jp-MarkdownViewer:not(.lm-mod-hidden) .jp-RenderedMarkdown").first
+    table = view.locator("table").first
     table.wait_for(timeout=120_000)
-    assert "start here" in page.locator(".jp-RenderedMarkdown h1").first.inner_text()
+    assert "start here" in view.locator("h1").first.inner_text()
     rows = {}
     for row in table.locator("tbody tr").all():
         cells = row.locator("td").all_inner_texts()
@@ -704,13 +719,14 @@ def page_menu_items(page, top: str) -> set[str]:
     return items
 
 
-def gradebook_scores(hub: ClassHub) -> dict[str, float]:
+def gradebook_scores(hub: ClassHub, students: tuple[str, ...] = ()) -> dict[str, float]:
+    """Lesson 01's score of `students` (default: all) in the class's gradebook."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{hub.settings.course_dir / 'gradebook.db'}",
                    hub.settings.course_id) as gradebook:
         return {student: gradebook.find_submission(LESSON, student).score
-                for student in hub.students}
+                for student in students or hub.students}
 
 
 def gradebook_students(hub: ClassHub) -> set[str]:

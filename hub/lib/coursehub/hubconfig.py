@@ -134,6 +134,9 @@ def make_pre_spawn_hook(settings: ClassSettings):
         else:
             spawner.notebook_dir = account.pw_dir
             spawner.default_url = f"/lab/tree/{START_PAGE}"
+            if settings.on_submit.enabled:  # what feedback on submit says of their submissions
+                spawner.environment["COURSE_SUBMIT_STATUS"] = str(
+                    settings.queue_dir / "students" / f"{name}.json")
             if name not in settings.staff:  # in the background: the server need not wait
                 task = asyncio.ensure_future(_add_student(spawner.log, name))
                 background.add(task)
@@ -208,6 +211,13 @@ def configure(c, settings: ClassSettings) -> None:
         "command": [sys.executable, "-m", "jupyterhub_idle_culler",
                     f"--timeout={settings.idle_timeout}", f"--cull-every={settings.cull_every}"],
     }]
+    if settings.on_submit.enabled:  # each submission graded and its feedback released
+        c.JupyterHub.services.append({
+            "name": "feedback-on-submit",
+            "command": [sys.executable, "-m", "coursehub.onsubmit", "serve",
+                        "--config", str(settings.config_file), "--python", str(users_python())],
+            "environment": {"PYTHONPATH": str(HUB_DIR / "lib")},
+        })
     c.JupyterHub.load_roles = [{
         "name": "idle-culler",
         "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],

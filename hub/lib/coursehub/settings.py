@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import os
 import re
@@ -26,6 +27,20 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class OnSubmit:
+    """[feedback] of the class file: grading each submission as it comes (coursehub.onsubmit)."""
+    enabled: bool = False
+    per_hour: int = 4  # submissions of one student graded in any 60 minutes
+    per_lesson: int = 10  # submissions of one student graded per lesson
+    hidden_before_deadline: bool = False
+    deadlines: dict[str, datetime.datetime] = field(default_factory=dict)  # lesson -> UTC
+    cluster: str = ""  # a Dask scheduler's address for `grade --cluster`; "": this machine
+
+    def deadline(self, lesson: str) -> datetime.datetime | None:
+        return self.deadlines.get(lesson)
+
+
+@dataclass(frozen=True)
 class ClassSettings:
     config_file: Path
     ip: str
@@ -39,12 +54,18 @@ class ClassSettings:
     cull_every: int
     hide_repository: bool = True
     course_id: str = field(default="autograd-hooks")
+    on_submit: OnSubmit = field(default_factory=OnSubmit)
 
     # The folders inside the state folder.
     @property
     def hub_dir(self) -> Path:
         """The hub's own files: database, cookie secret, log, process id."""
         return self.state_dir / "jupyterhub"
+
+    @property
+    def queue_dir(self) -> Path:
+        """Feedback on submit: the queue's state, and what each student is told about theirs."""
+        return self.state_dir / "on-submit"
 
     @property
     def exchange_dir(self) -> Path:
@@ -119,7 +140,9 @@ def load(path: Path | str | None = None) -> ClassSettings:
         raise ConfigError(f"{path} is not valid TOML: {err}") from None
     known = {"hub": {"ip", "port", "state_dir", "hide_repository"},
              "accounts": {"admins", "instructors", "instructors_group"},
-             "limits": {"memory", "idle_timeout", "cull_every"}}
+             "limits": {"memory", "idle_timeout", "cull_every"},
+             "feedback": {"feedback_on_submit", "per_hour", "per_lesson",
+                          "hidden_before_deadline", "deadlines", "cluster"}}
     for section, value in data.items():
         if section not in known or not isinstance(value, dict):
             raise ConfigError(f"{path}: unknown section [{section}]; the sections are "
@@ -128,7 +151,8 @@ def load(path: Path | str | None = None) -> ClassSettings:
         if unknown:
             raise ConfigError(f"{path}: [{section}] has unknown keys {sorted(unknown)}; it takes "
                               f"{sorted(known[section])}")
-    hub, accounts, limits = (data.get(s, {}) for s in ("hub", "accounts", "limits"))
+    hub, accounts, limits, feedback = (data.get(s, {}) for s in ("hub", "accounts", "limits",
+                                                                  "feedback"))
 
     ip = str(hub.get("ip", "127.0.0.1"))
     try:
@@ -163,7 +187,47 @@ def load(path: Path | str | None = None) -> ClassSettings:
         idle_timeout=_positive_int(limits, "idle_timeout", 3600, f"{path}: [limits]"),
         cull_every=_positive_int(limits, "cull_every", 300, f"{path}: [limits]"),
         hide_repository=hide, course_id=course_id(),
+        on_submit=_on_submit(feedback, f"{path}: [feedback]"),
     )
+
+
+def _on_submit(table: dict, where: str) -> OnSubmit:
+    enabled = table.get("feedback_on_submit", False)
+    hidden = table.get("hidden_before_deadline", False)
+    for key, value in (("feedback_on_submit", enabled), ("hidden_before_deadline", hidden)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: {key} must be true or false (got {value!r})")
+    counts = {}
+    for key, default in (("per_hour", 4), ("per_lesson", 10)):
+        value = table.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{where}: {key} must be a whole number above 0 (got {value!r})")
+        counts[key] = value
+    cluster = table.get("cluster", "")
+    if not isinstance(cluster, str):
+        raise ConfigError(f"{where}: cluster must be a scheduler's address such as "
+                          f"\"tcp://10.0.0.5:8786\", or \"\" to grade on this machine")
+    deadlines = {}
+    given = table.get("deadlines", {})
+    if not isinstance(given, dict):
+        raise ConfigError(f"{where}: deadlines must be a table of lesson = time, e.g. "
+                          "[feedback.deadlines] 01_leaf_and_intermediate = 2026-12-01T23:59:00Z")
+    for lesson, moment in given.items():
+        if isinstance(moment, str):
+            try:
+                moment = datetime.datetime.fromisoformat(moment)
+            except ValueError:
+                moment = None
+        if not isinstance(moment, datetime.datetime):
+            raise ConfigError(f"{where}: the deadline of {lesson} is not a date and time; write "
+                              "e.g. 2026-12-01T23:59:00Z (UTC) or 2026-12-01T23:59:00+01:00")
+        if moment.tzinfo is None:
+            raise ConfigError(f"{where}: the deadline of {lesson} has no time zone; add Z for "
+                              "UTC (2026-12-01T23:59:00Z) or an offset (+01:00)")
+        deadlines[lesson] = moment.astimezone(datetime.timezone.utc)
+    return OnSubmit(enabled=enabled, per_hour=counts["per_hour"],
+                    per_lesson=counts["per_lesson"], hidden_before_deadline=hidden,
+                    deadlines=deadlines, cluster=cluster)
 
 
 def course_id(repo: Path = REPO_ROOT) -> str:

@@ -44,9 +44,33 @@ def _progress(notebook: dict | None) -> str:
     return progress_line(results) if results else "fetched"
 
 
-def start_page(home: Path, outbound: Path, repository: Path) -> str:
+def _submissions(status_file: Path | None) -> list[str]:
+    """The start page's lines on feedback on submit, from the service's file for the student."""
+    if status_file is None:
+        return []
+    try:
+        rows = json.loads(status_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        rows = []
+    lines = ["## Your submissions", "",
+             "Each lesson you submit is graded within minutes and its feedback released to you: "
+             f"click **Fetch Feedback** beside it in {ASSIGNMENTS}.", ""]
+    if not isinstance(rows, list) or not rows:
+        return lines + ["Nothing submitted yet.", ""]
+    lines += ["| Lesson | Submitted | State |", "|---|---|---|"]
+    for row in rows:
+        if isinstance(row, dict):
+            cells = [str(row.get(k, "")).replace("|", "/") for k in ("lesson", "submitted",
+                                                                      "status")]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def start_page(home: Path, outbound: Path, repository: Path,
+               status_file: Path | None = None) -> str:
     """The start page in Markdown for the student whose home folder is `home`, with the lessons
-    released in the exchange's `outbound` folder and the course's README in `repository`."""
+    released in the exchange's `outbound` folder, the course's README in `repository` and,
+    with feedback on submit, their submissions' state from `status_file`."""
     intro, teaches = course_intro(repository)
     released = set(_lessons_in(outbound))
     rows = []
@@ -76,6 +100,7 @@ def start_page(home: Path, outbound: Path, repository: Path) -> str:
                   *rows, ""]
     else:
         parts += ["No lesson is released yet.", ""]
+    parts += _submissions(status_file)
     parts += ["Progress counts the exercises whose test cell passed in your saved notebook; "
               "this page shows it each time you open it or save a lesson (**Ctrl+S**).", "",
               "## How to work", "",
@@ -96,10 +121,11 @@ def start_page(home: Path, outbound: Path, repository: Path) -> str:
     return "\n".join(parts)
 
 
-def write_start_page(home: Path, outbound: Path, repository: Path) -> Path:
+def write_start_page(home: Path, outbound: Path, repository: Path,
+                     status_file: Path | None = None) -> Path:
     """Write `home`/START-HERE.md (only when it changed); returns its path."""
     page = home / START_PAGE
-    text = start_page(home, outbound, repository)
+    text = start_page(home, outbound, repository, status_file)
     try:
         if page.read_text(encoding="utf-8") == text:
             return page
@@ -113,9 +139,12 @@ def write_start_page(home: Path, outbound: Path, repository: Path) -> Path:
 
 def write_from_environment(home: Path) -> Path:
     """write_start_page with the exchange and repository the hub names in the environment
-    (COURSE_EXCHANGE, COURSE_ID, COURSE_REPOSITORY)."""
+    (COURSE_EXCHANGE, COURSE_ID, COURSE_REPOSITORY, and COURSE_SUBMIT_STATUS with feedback on
+    submit)."""
     outbound = Path(os.environ["COURSE_EXCHANGE"]) / os.environ["COURSE_ID"] / "outbound"
-    return write_start_page(home, outbound, Path(os.environ["COURSE_REPOSITORY"]))
+    status = os.environ.get("COURSE_SUBMIT_STATUS")
+    return write_start_page(home, outbound, Path(os.environ["COURSE_REPOSITORY"]),
+                            Path(status) if status else None)
 
 
 class StartPageContents(AsyncLargeFileManager):

@@ -1,0 +1,349 @@
+"""Feedback on submit's queue (hub/lib/coursehub/onsubmit.py), without a hub: which submission
+is graded next, the per-hour and per-lesson limits, a retry and then a report, and a restart
+that loses nothing and repeats no finished step. The steps are recorded, not run; the clock is
+given, so no result depends on time or load."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import COURSE_ROOT
+
+sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
+from coursehub import settings as class_settings  # noqa: E402
+from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING, WORKING,  # noqa: E402
+                                Queue, instructor_report, parse_name, student_status, work)
+from coursehub.settings import ConfigError, OnSubmit  # noqa: E402
+from coursehub.startpage import start_page  # noqa: E402
+
+L1, L2 = "01_leaf_and_intermediate", "02_retain_grad"
+T0 = 1_800_000_000.0  # a fixed moment; every test gives its own clock
+
+
+def name(student: str, lesson: str, n: int) -> str:
+    return f"{student}+{lesson}+2027-01-15 08:00:{n:02d}.000000 UTC+{n:08x}"
+
+
+class Recorder:
+    """Steps that record what they are asked to do; `errors[(name, step)]` lists the errors to
+    return on successive tries (a missing entry: success)."""
+
+    def __init__(self, errors: dict | None = None, crash_at: tuple | None = None):
+        self.calls: list[tuple[str, str]] = []
+        self.errors = errors or {}
+        self.crash_at = crash_at
+
+    def _step(self, step: str, entry, now: float) -> str:
+        self.calls.append((entry.name, step))
+        if self.crash_at == (entry.name, step):
+            raise KeyboardInterrupt  # the service killed in the middle of this step
+        if step == "grade":  # as Steps.grade: before the deadline the hidden checks wait
+            entry.score, entry.withheld = "9 / 9", True
+        if step == "feedback":
+            entry.withheld = False
+        tries = self.errors.get((entry.name, step), [])
+        return tries.pop(0) if tries else ""
+
+    def collect(self, entry, now):
+        return self._step("collect", entry, now)
+
+    def grade(self, entry, now):
+        return self._step("grade", entry, now)
+
+    def release(self, entry, now):
+        return self._step("release", entry, now)
+
+    def feedback(self, entry, now):
+        return self._step("feedback", entry, now)
+
+
+def run_all(queue: Queue, steps, now: float, limits: OnSubmit) -> None:
+    """What the service's loop does at time `now` until nothing is ready."""
+    while (entry := queue.next_ready(now, limits)) is not None:
+        work(queue, entry, steps, clock=lambda: now)
+
+
+def by_name(queue: Queue) -> dict:
+    return {e.name: e for e in queue.entries}
+
+
+def test_each_submission_is_collected_graded_and_released_once(tmp_path):
+    queue, steps, limits = Queue(tmp_path / "q.json"), Recorder(), OnSubmit(enabled=True)
+    ann, bob = name("ann", L1, 1), name("bob", L1, 2)
+    queue.observe([bob, ann], T0)
+    run_all(queue, steps, T0, limits)
+    assert steps.calls == [(n, s) for n in (ann, bob) for s in ("collect", "grade", "release")]
+    assert {e.status for e in queue.entries} == {DONE}
+    # Seen again at the next look: nothing new, nothing graded again.
+    assert queue.observe([ann, bob], T0 + 5) == []
+    run_all(queue, steps, T0 + 5, limits)
+    assert len(steps.calls) == 6
+    saved = json.loads((tmp_path / "q.json").read_text())["entries"]
+    assert [(e["name"], e["status"]) for e in saved] == [(ann, DONE), (bob, DONE)]
+
+
+def test_names_submit_never_writes_are_ignored(tmp_path):
+    queue = Queue(tmp_path / "q.json")
+    odd = ["ann+01", "Ann Smith+01_x+t+r", "ann+../x+t+r", "ann+01+t+r+extra", ".hidden"]
+    assert queue.observe(odd, T0) == []
+    assert parse_name(name("ann", L1, 1)) == ("ann", L1)
+
+
+def test_a_newer_submission_replaces_one_not_yet_graded(tmp_path):
+    queue, steps, limits = Queue(tmp_path / "q.json"), Recorder(), OnSubmit(enabled=True)
+    first, second = name("ann", L1, 1), name("ann", L1, 2)
+    queue.observe([first], T0)
+    queue.observe([first, second], T0 + 1)
+    run_all(queue, steps, T0 + 2, limits)
+    assert [n for n, _ in steps.calls] == [second] * 3
+    assert by_name(queue)[first].status == SUPERSEDED
+    # Once one is graded, the next submission is graded too.
+    third = name("ann", L1, 3)
+    queue.observe([third], T0 + 60)
+    run_all(queue, steps, T0 + 60, limits)
+    assert by_name(queue)[third].status == DONE
+
+
+def test_the_hourly_limit_makes_the_rest_wait_and_says_until_when(tmp_path):
+    queue, steps = Queue(tmp_path / "q.json"), Recorder()
+    limits = OnSubmit(enabled=True, per_hour=2)
+    subs = [name("ann", lesson, n) for n, lesson in enumerate([L1, L2, L1], 1)]
+    for minute, submission in enumerate(subs):
+        now = T0 + 600 * minute
+        queue.observe([submission], now)
+        run_all(queue, steps, now, limits)
+    waiting = by_name(queue)[subs[2]]
+    assert waiting.status == WAITING and waiting.until == T0 + 3600
+    assert "at most 2 submissions of yours an hour" in waiting.note
+    assert "graded at 2027-01-15 09:00 UTC" in waiting.note  # T0 (08:00) + 1 h, in words
+    # Another student is not held up by ann's limit.
+    queue.observe([name("bob", L1, 9)], T0 + 1300)
+    run_all(queue, steps, T0 + 1300, limits)
+    assert by_name(queue)[name("bob", L1, 9)].status == DONE
+    [row] = [r for r in student_status(queue, "ann") if r["lesson"] == L1]
+    assert row["status"].startswith("waiting: the class grades at most 2")
+    run_all(queue, steps, T0 + 3599, limits)
+    assert waiting.status == WAITING
+    run_all(queue, steps, T0 + 3600, limits)
+    assert waiting.status == DONE
+
+
+def test_the_per_lesson_limit_leaves_the_last_one_to_the_instructor(tmp_path):
+    deadline = datetime.datetime(2027, 2, 1, 12, 0, tzinfo=datetime.timezone.utc)
+    limits = OnSubmit(enabled=True, per_lesson=1, deadlines={L1: deadline})
+    queue, steps = Queue(tmp_path / "q.json"), Recorder()
+    queue.observe([name("ann", L1, 1)], T0)
+    run_all(queue, steps, T0, limits)
+    queue.observe([name("ann", L1, 2), name("ann", L2, 3)], T0 + 10)
+    run_all(queue, steps, T0 + 10, limits)
+    waiting, other = by_name(queue)[name("ann", L1, 2)], by_name(queue)[name("ann", L2, 3)]
+    assert other.status == DONE  # the limit is per lesson
+    assert waiting.status == WAITING and waiting.until is None
+    assert "grades your last submission after the deadline (2027-02-01 12:00 UTC)" \
+        in waiting.note
+
+
+def test_a_failing_step_is_tried_again_then_reported_and_the_queue_goes_on(tmp_path):
+    bad, good = name("ann", L1, 1), name("bob", L1, 2)
+    steps = Recorder(errors={(bad, "grade"): ["grading ended with status 1: disk full",
+                                              "grading ended with status 1: disk full"]})
+    queue, limits = Queue(tmp_path / "q.json"), OnSubmit(enabled=True)
+    queue.observe([bad, good], T0)
+    run_all(queue, steps, T0, limits)
+    assert steps.calls == [(bad, "collect"), (bad, "grade"), (bad, "grade"),
+                           (good, "collect"), (good, "grade"), (good, "release")]
+    assert by_name(queue)[bad].status == FAILED and by_name(queue)[good].status == DONE
+    report = instructor_report(queue)
+    assert "## Could not be graded on submit" in report
+    assert "- ann, 01_leaf_and_intermediate" in report and "disk full" in report
+    assert student_status(queue, "ann")[0]["status"].startswith("could not be graded")
+
+
+def test_one_failure_then_success_is_graded(tmp_path):
+    sub = name("ann", L1, 1)
+    steps = Recorder(errors={(sub, "release"): ["Feedback not released for ann"]})
+    queue, limits = Queue(tmp_path / "q.json"), OnSubmit(enabled=True)
+    queue.observe([sub], T0)
+    run_all(queue, steps, T0, limits)
+    assert [s for _, s in steps.calls] == ["collect", "grade", "release", "release"]
+    assert by_name(queue)[sub].status == DONE and by_name(queue)[sub].note == ""
+
+
+def test_a_restart_loses_nothing_and_repeats_no_finished_step(tmp_path):
+    path = tmp_path / "q.json"
+    first, second = name("ann", L1, 1), name("bob", L1, 2)
+    queue, limits = Queue(path), OnSubmit(enabled=True)
+    queue.observe([first, second], T0)
+    crashing = Recorder(crash_at=(first, "grade"))
+    with pytest.raises(KeyboardInterrupt):
+        run_all(queue, crashing, T0, limits)
+    assert json.loads(path.read_text())["entries"][0]["status"] == WORKING
+    # The service starts again: from its file only.
+    again = Queue.load(path)
+    assert [(e.name, e.status, e.step) for e in again.entries] == \
+        [(first, PENDING, "grade"), (second, PENDING, "collect")]
+    steps = Recorder()
+    again.observe([first, second], T0 + 30)
+    run_all(again, steps, T0 + 30, limits)
+    assert steps.calls == [(first, "grade"), (first, "release"),
+                           (second, "collect"), (second, "grade"), (second, "release")]
+    # And once more: everything is done, nothing runs.
+    steps = Recorder()
+    third = Queue.load(path)
+    third.observe([first, second], T0 + 60)
+    run_all(third, steps, T0 + 60, limits)
+    assert steps.calls == [] and {e.status for e in third.entries} == {DONE}
+
+
+def test_the_start_page_shows_the_student_their_submissions(tmp_path):
+    queue, limits = Queue(tmp_path / "q.json"), OnSubmit(enabled=True, per_hour=1)
+    queue.observe([name("ann", L1, 1)], T0)
+    run_all(queue, Recorder(), T0, limits)
+    queue.observe([name("ann", L2, 2)], T0 + 60)
+    run_all(queue, Recorder(), T0 + 60, limits)
+    status = tmp_path / "ann.json"
+    status.write_text(json.dumps(student_status(queue, "ann")))
+    home, outbound = tmp_path / "home", tmp_path / "outbound"
+    home.mkdir()
+    outbound.mkdir()
+    page = start_page(home, outbound, COURSE_ROOT, status)
+    assert "## Your submissions" in page
+    assert f"| {L1} | 2027-01-15 08:00 UTC | graded: 9 / 9; click Fetch Feedback" in page
+    assert f"| {L2} | 2027-01-15 08:01 UTC | waiting: the class grades at most 1 submissions " \
+        "of yours an hour; this one is graded at 2027-01-15 09:00 UTC |" in page
+    assert "## Your submissions" not in start_page(home, outbound, COURSE_ROOT)
+
+
+def test_the_class_file_reads_feedback_on_submit(tmp_path):
+    path = tmp_path / "class.toml"
+    path.write_text('[accounts]\nadmins = ["a"]\n[feedback]\nfeedback_on_submit = true\n'
+                    'per_hour = 3\nhidden_before_deadline = true\ncluster = "tcp://h:8786"\n'
+                    f'[feedback.deadlines]\n{L1} = 2027-02-01T13:00:00+01:00\n'
+                    f'{L2} = "2027-02-08T12:00:00Z"\n')
+    on_submit = class_settings.load(path).on_submit
+    assert on_submit.enabled and on_submit.per_hour == 3 and on_submit.per_lesson == 10
+    assert on_submit.hidden_before_deadline and on_submit.cluster == "tcp://h:8786"
+    assert on_submit.deadline(L1) == datetime.datetime(2027, 2, 1, 12, 0,
+                                                       tzinfo=datetime.timezone.utc)
+    assert on_submit.deadline(L2).day == 8 and on_submit.deadline("03_tensor_hooks") is None
+    assert not class_settings.load(COURSE_ROOT / "hub" / "class.toml").on_submit.enabled
+
+
+@pytest.mark.parametrize("text, complaint", [
+    ("feedback_on_submit = 1\n", "must be true or false"),
+    ("per_hour = 0\n", "per_hour must be a whole number above 0"),
+    ("cluster = 8786\n", "cluster must be a scheduler's address"),
+    (f"[feedback.deadlines]\n{L1} = \"friday\"\n", "is not a date and time"),
+    (f"[feedback.deadlines]\n{L1} = 2027-02-01T13:00:00\n", "has no time zone"),
+    ("deadline = 1\n", "unknown keys ['deadline']"),
+])
+def test_a_wrong_feedback_section_says_what_is_wrong(tmp_path, text, complaint):
+    path = tmp_path / "class.toml"
+    path.write_text('[accounts]\nadmins = ["a"]\n[feedback]\n' + text)
+    with pytest.raises(ConfigError) as caught:
+        class_settings.load(path)
+    assert complaint in str(caught.value)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives files to root's group (root only)")
+def test_publishing_follows_no_link_an_instructor_plants(tmp_path):
+    """The service runs as root and writes its report into the course folder, which
+    instructors may change: a link planted where it writes is replaced, never followed."""
+    from coursehub.onsubmit import REPORT_FILE, publish
+
+    path = tmp_path / "class.toml"
+    path.write_text('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n'
+                    'instructors_group = "root"\n')
+    settings = class_settings.load(path)
+    (settings.queue_dir / "students").mkdir(parents=True)
+    settings.course_dir.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for name in (REPORT_FILE, f".{REPORT_FILE}.tmp"):
+        (settings.course_dir / name).symlink_to(victim)
+    queue = Queue(tmp_path / "q.json")
+    queue.observe([name_of("root")], T0)
+    written = {}
+    publish(queue, settings, written)
+    assert victim.read_text() == "precious"
+    report = settings.course_dir / REPORT_FILE
+    assert not report.is_symlink() and "| root | " in report.read_text()
+    assert oct(report.stat().st_mode & 0o777) == oct(0o640)
+    student = settings.queue_dir / "students" / "root.json"
+    assert json.loads(student.read_text())[0]["status"] == "being graded"
+    # Written again only when it changes.
+    report.write_text("edited")
+    publish(queue, settings, written)
+    assert report.read_text() == "edited"
+
+
+def name_of(student: str) -> str:
+    return name(student, L1, 1)
+
+
+def test_late_is_judged_by_the_collected_timestamp(tmp_path):
+    from autograder.exchange import utc_text
+    from coursehub.onsubmit import submitted_after
+
+    deadline = datetime.datetime(2027, 2, 1, 12, 0, tzinfo=datetime.timezone.utc)
+    stamp = tmp_path / "timestamp.txt"
+    for moment, late in ((datetime.datetime(2027, 2, 1, 11, 59, 59), False),
+                         (datetime.datetime(2027, 2, 1, 12, 0, 0, 1), True)):
+        stamp.write_text(utc_text(moment))
+        assert submitted_after(stamp, deadline) is late
+    stamp.write_text("yesterday")
+    with pytest.raises(ValueError):
+        submitted_after(stamp, deadline)
+
+
+def test_the_hub_runs_the_service_only_when_the_class_turns_it_on(tmp_path):
+    from traitlets.config import Config
+
+    from coursehub.hubconfig import configure
+
+    path = tmp_path / "class.toml"
+    for enabled in (False, True):
+        path.write_text('[accounts]\nadmins = ["a"]\n[feedback]\n'
+                        f'feedback_on_submit = {str(enabled).lower()}\n')
+        c = Config()
+        configure(c, class_settings.load(path))
+        services = {s["name"]: s for s in c.JupyterHub.services}
+        assert ("feedback-on-submit" in services) is enabled
+        assert "idle-culler" in services
+    command = services["feedback-on-submit"]["command"]
+    assert command[1:4] == ["-m", "coursehub.onsubmit", "serve"]
+    assert command[command.index("--config") + 1] == str(path.resolve())
+
+
+def test_at_the_deadline_the_full_feedback_of_the_last_graded_one_is_released_once(tmp_path):
+    deadline = datetime.datetime.fromtimestamp(T0 + 7200, datetime.timezone.utc)
+    limits = OnSubmit(enabled=True, deadlines={L1: deadline})
+    path = tmp_path / "q.json"
+    queue, steps = Queue(path), Recorder()
+    first, second = name("ann", L1, 1), name("ann", L1, 2)
+    queue.observe([first], T0)
+    run_all(queue, steps, T0, limits)
+    queue.observe([second], T0 + 60)
+    run_all(queue, steps, T0 + 60, limits)
+    run_all(queue, steps, T0 + 7199, limits)
+    assert len(steps.calls) == 6
+    assert "hidden checks' results come after the deadline" in \
+        student_status(queue, "ann")[0]["status"]
+    # At the deadline: the newest graded submission's full feedback, made and released; the
+    # service stopped between the two picks up at the release.
+    crashing = Recorder(crash_at=(second, "release"))
+    with pytest.raises(KeyboardInterrupt):
+        run_all(queue, crashing, T0 + 7200, limits)
+    assert crashing.calls == [(second, "feedback"), (second, "release")]
+    again, steps = Queue.load(path), Recorder()
+    run_all(again, steps, T0 + 7300, limits)
+    run_all(again, steps, T0 + 9000, limits)
+    assert steps.calls == [(second, "release")]
+    assert [e.withheld for e in again.entries] == [True, False]  # the first was replaced
+    assert student_status(again, "ann")[0]["status"] == \
+        "graded: 9 / 9; click Fetch Feedback in the Assignments tab"
