@@ -283,8 +283,9 @@ def _run(klass, label: str, user: pwd.struct_passwd | None) -> dict:
             os.chown(path, user.pw_uid, user.pw_gid)
         out.mkdir()
         os.chown(out, user.pw_uid, user.pw_gid)
+        reachable = [sys.base_prefix, str(REPO)]
         command = [sys.executable, "-c", _AS_USER, str(user.pw_uid), str(user.pw_gid),
-                   sys.base_prefix, str(base / f"keep-{label}"), *command]
+                   str(base / f"keep-{label}"), str(len(reachable)), *reachable, *command]
     report = base / f"{label}.json"
     subprocess.run(namespace_prefix() + [sys.executable, "-c", _SHIM, str(report), "10",
                                          *command],
@@ -300,26 +301,33 @@ def _run(klass, label: str, user: pwd.struct_passwd | None) -> dict:
     return result
 
 
-# Run as root in the grading command's PID and mount namespace: where this Python lies in a
-# folder the account cannot enter (a pyenv under /root), that folder is covered with an empty
-# one through which only this Python is reachable (in this namespace only); then the command
-# runs as the account.
+# Run as root in the grading command's PID and mount namespace: where this Python or the
+# course's clone (with its venv) lies in a folder the account cannot enter (a pyenv under
+# /root, a clone in a private temporary folder), that folder is covered with an empty one
+# through which only those paths are reachable (in this namespace only); then the command runs
+# as the account.
 _AS_USER = r'''
 import os, subprocess, sys
-uid, gid, prefix, keep = sys.argv[1:5]
-command = sys.argv[5:]
-path = os.path.realpath(prefix)
-parts = path.strip("/").split("/")
-for depth in range(1, len(parts)):
-    folder = "/" + "/".join(parts[:depth])
-    if not os.stat(folder).st_mode & 0o001:
-        inner = folder + "/" + parts[depth]
-        for args in (["--bind", inner, keep], ["-t", "tmpfs", "-o", "mode=755", "none", folder],
-                     ["--bind", keep, inner]):
-            if args[0] == "--bind" and args[2] == inner:
-                os.makedirs(inner)
-            subprocess.run(["mount", *args], check=True)
-        break
+uid, gid, keep, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+paths, command = sys.argv[5:5 + count], sys.argv[5 + count:]
+needed = {}  # a folder the account cannot enter -> its entries the paths go through
+for path in paths:
+    parts = os.path.realpath(path).strip("/").split("/")
+    for depth in range(1, len(parts)):
+        folder = "/" + "/".join(parts[:depth])
+        if not os.stat(folder).st_mode & 0o001:
+            needed.setdefault(folder, set()).add(parts[depth])
+            break
+for number, folder in enumerate(sorted(needed, key=len)):
+    entries = sorted(needed[folder])
+    kept = [os.path.join(keep, f"{number}-{index}") for index in range(len(entries))]
+    for entry, place in zip(entries, kept):
+        os.makedirs(place)
+        subprocess.run(["mount", "--bind", os.path.join(folder, entry), place], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "none", folder], check=True)
+    for entry, place in zip(entries, kept):
+        os.makedirs(os.path.join(folder, entry))
+        subprocess.run(["mount", "--bind", place, os.path.join(folder, entry)], check=True)
 os.execvp("setpriv", ["setpriv", "--reuid=" + uid, "--regid=" + gid, "--clear-groups", "--",
                       *command])
 '''
