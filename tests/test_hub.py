@@ -472,8 +472,10 @@ def class_hub():
         hub.remove()
 
 
-def test_a_class_releases_works_submits_and_gets_feedback(browser, class_hub):
-    hub = class_hub
+def run_in_contexts(browser, run, label: str) -> None:
+    """Call `run(new_context)`, where `new_context()` opens a browser context of the lab's
+    size; at the end, each context's pages are photographed (`<label>-<context>-<page>`, for
+    a failure's evidence) and the contexts closed."""
     contexts = []
 
     def new_context():
@@ -483,15 +485,20 @@ def test_a_class_releases_works_submits_and_gets_feedback(browser, class_hub):
         return context
 
     try:
-        _run_class(hub, browser, new_context)
+        run(new_context)
     finally:
         for index, context in enumerate(contexts):
             for number, page in enumerate(context.pages):
                 try:
-                    screenshot(page, f"last-{index}-{number}")
+                    screenshot(page, f"{label}-{index}-{number}")
                 except Exception:
                     pass
             context.close()
+
+
+def test_a_class_releases_works_submits_and_gets_feedback(browser, class_hub):
+    run_in_contexts(browser, lambda new_context: _run_class(class_hub, browser, new_context),
+                    "last")
 
 
 def _run_class(hub: ClassHub, browser, new_context) -> None:

@@ -24,7 +24,8 @@ from browser_support import REPO_ROOT
 from notebook_support import grading
 from test_hub import (LESSON, NOTEBOOK, ClassHub, assignment_list, browser,  # noqa: F401
                       formgrader_action, gradebook_scores, lesson_points, log_in,
-                      open_lab_after_login, reload_lab, screenshot, sign_up, solution_sources,
+                      open_lab_after_login, reload_lab, run_in_contexts, screenshot, sign_up,
+                      solution_sources,
                       start_page_rows, wait_until)
 
 pytestmark = [pytest.mark.browser, pytest.mark.hub]
@@ -133,25 +134,8 @@ def class_hub():
 
 
 def test_students_get_feedback_when_they_submit(browser, class_hub):
-    hub = class_hub
-    contexts = []
-
-    def new_context():
-        context = browser.new_context(viewport=lab_page.VIEWPORT)
-        context.set_default_timeout(60_000)
-        contexts.append(context)
-        return context
-
-    try:
-        _run(hub, browser, new_context)
-    finally:
-        for index, context in enumerate(contexts):
-            for number, page in enumerate(context.pages):
-                try:
-                    screenshot(page, f"on-submit-last-{index}-{number}")
-                except Exception:
-                    pass
-            context.close()
+    run_in_contexts(browser, lambda new_context: _run(class_hub, browser, new_context),
+                    "on-submit-last")
 
 
 def _run(hub: ClassHub, browser, new_context) -> None:
