@@ -7,8 +7,8 @@ from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOu
                                     DeduplicateIds, GetGrades, OverwriteKernelspec)
 
 import autograder
-from autograder.feedback import HideTestTracebacks
-from autograder.locked_cells import RestoreLockedCells
+from autograder.feedback.render import HideTestTracebacks
+from autograder.nbgrader_glue.locked_cells import RestoreLockedCells
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 
@@ -52,19 +52,19 @@ c.Autograde.sanitize_preprocessors = [
 # the failing line) is cut to its last line, the error message.
 c.ClearHiddenTests.enforce_metadata = False
 c.GenerateFeedback.preprocessors = [GetGrades, HideTestTracebacks, ClearHiddenTests]
-# The page itself (autograder/feedback.py): nothing a student wrote runs when it is opened
+# The page itself (autograder/feedback/render.py): nothing a student wrote runs when it is opened
 # (HTML cleaned, a script policy), maths rendered offline by the environment's MathJax, code
 # in colour. `nbgrader generate_feedback` and `python -m autograder grade` both use it.
-c.GenerateFeedback.exporter_class = "autograder.feedback.FeedbackHTMLExporter"
+c.GenerateFeedback.exporter_class = "autograder.feedback.render.FeedbackHTMLExporter"
 # The formgrader shows submissions through nbconvert's HTMLExporter: the same cleaning there
 # (markdown cells and outputs' HTML through the allow-list, no JavaScript outputs, code
 # coloured by the course's lexer, never one the notebook's metadata names).
 c.HTMLExporter.sanitize_html = True
-c.HTMLExporter.preprocessors = ["autograder.feedback.CleanNotebook"]
-c.HTMLExporter.filters = {"clean_html": "autograder.feedback.clean_html",
-                          "markdown2html": "autograder.feedback.markdown_to_clean_html",
-                          "strip_files_prefix": "autograder.feedback.strip_files_prefix",
-                          "highlight_code": "autograder.feedback.highlight_code"}
+c.HTMLExporter.preprocessors = ["autograder.feedback.render.CleanNotebook"]
+c.HTMLExporter.filters = {"clean_html": "autograder.feedback.render.clean_html",
+                          "markdown2html": "autograder.feedback.render.markdown_to_clean_html",
+                          "strip_files_prefix": "autograder.feedback.render.strip_files_prefix",
+                          "highlight_code": "autograder.feedback.render.highlight_code"}
 
 # The formgrader's submission pages load MathJax from the Jupyter server, not the internet:
 # the repository's jupyter/formgrader/ replaces the template part that names it, ahead of
@@ -84,6 +84,6 @@ c.Exchange.assignment_dir = COURSE_ROOT
 # Collect copies only regular files a student owns, never through a link, bounded, takes the
 # submission's time from the exchange's clock (not the folder's name), and skips (and names) a
 # submission it refuses; Release Feedback goes on past a student it cannot serve
-# (autograder/exchange.py).
-c.ExchangeFactory.collect = "autograder.exchange.SafeCollect"
-c.ExchangeFactory.release_feedback = "autograder.exchange.SafeReleaseFeedback"
+# (autograder/intake/exchange.py).
+c.ExchangeFactory.collect = "autograder.intake.exchange.SafeCollect"
+c.ExchangeFactory.release_feedback = "autograder.intake.exchange.SafeReleaseFeedback"

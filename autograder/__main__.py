@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from autograder.grading import Intake, grade_class
-    from autograder.submissions import read_roster
+    from autograder.intake.submissions import read_roster
 
     course_root = args.course_root
     try:
@@ -210,7 +210,7 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RuntimeError as err:
-        from autograder.cluster import ClusterError
+        from autograder.dispatch.cluster import ClusterError
         from autograder.grading import SandboxUnavailable
         if isinstance(err, ClusterError):
             print(f"error: nothing was graded: {err}", file=sys.stderr)
@@ -234,8 +234,8 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from autograder.export import EXPORT_FOLDER, export, parse_columns
-    from autograder.submissions import read_roster
+    from autograder.nbgrader_glue.export import EXPORT_FOLDER, export, parse_columns
+    from autograder.intake.submissions import read_roster
 
     out = args.out or args.course_root / EXPORT_FOLDER / f"export-{args.to}.csv"
     try:

@@ -53,7 +53,7 @@ class Lessons:
         unreleased = [n for n in self.names
                       if not (self.root / "notebooks" / n / f"{n}.ipynb").is_file()]
         if unreleased:
-            from autograder.nbgrader_inproc import release_notebooks
+            from autograder.nbgrader_glue.inproc import release_notebooks
             with tempfile.TemporaryDirectory(prefix="demo-release-") as scratch:
                 release_notebooks(self.root, Path(scratch), unreleased)
                 for n in unreleased:

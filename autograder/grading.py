@@ -2,7 +2,7 @@
 
 `grade_class` is what `python -m autograder grade` runs:
 
-1. collect the notebooks (`autograder.submissions`), tell their lessons, keep the newest of
+1. collect the notebooks (`autograder.intake.submissions`), tell their lessons, keep the newest of
    duplicates, and check each one (readable, the right lesson, no exercise cells missing);
 2. record the lessons and students in nbgrader's gradebook and import each gradeable file
    into nbgrader's submitted/<student>/<lesson>/<lesson>.ipynb;
@@ -30,14 +30,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.autograde import GiB, Result, Settings, grade_submission, grading_config
-from autograder.executor import submission_digest
-from autograder.feedback import write_notice
-from autograder.nbgrader_inproc import (course_config, coursedir, forget_gradebook_lock,
+from autograder.trusted.autograde import GiB, Result, Settings, grade_submission, grading_config
+from autograder.trusted.executor import submission_digest
+from autograder.feedback.render import write_notice
+from autograder.nbgrader_glue.inproc import (course_config, coursedir, forget_gradebook_lock,
                                         gradebook, install_gradebook_lock, register_lessons,
                                         safe_student_id)
 from autograder.release import COURSE_ROOT, lessons as course_lessons
-from autograder.submissions import (MAX_NOTEBOOK_BYTES, STATE_FILE, Roster, RosterReport,
+from autograder.intake.submissions import (MAX_NOTEBOOK_BYTES, STATE_FILE, Roster, RosterReport,
                                     Submission, _read_regular, apply_roster, cell_ids, check,
                                     collect, copy_regular_file,
                                     layout_summary, new_since, one_line, pick_newest,
@@ -308,7 +308,7 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
         raise ValueError("--cluster grades with the fork engine, always in the sandbox: leave "
                          "out --engine nbgrader and --no-sandbox")
     if engine == "fork" and sandbox:
-        from autograder.runner.sandbox import check_available, weaker_limits
+        from autograder.sandbox.confine import check_available, weaker_limits
         problem = None if cluster else check_available()  # a cluster's workers check theirs
         if problem:
             raise SandboxUnavailable(problem)
@@ -320,7 +320,7 @@ def grade_class(submissions: Path, out: Path, *, course_root: Path = COURSE_ROOT
 
     remote = None
     if cluster:  # before anything is written: a scheduler or workers that cannot grade stop here
-        from autograder.cluster import connect
+        from autograder.dispatch.cluster import connect
         remote = connect(cluster, root, timeout=timeout or _course_timeout(root),
                          memory_limit=memory_limit, share_prologue=share_prologue,
                          notebook_timeout=notebook_timeout,
@@ -393,7 +393,7 @@ def _grade_class(submissions: Path, out: Path, root: Path, known: list[str], job
         if remote is not None:  # the cluster's workers, checked and warmed by connect()
             pool = remote.bind(settings)
         elif engine == "fork":
-            from autograder.pool import WorkerPool
+            from autograder.dispatch.pool import WorkerPool
             pool = WorkerPool(settings, jobs, lesson_imports(solutions, chosen))
             pool.start(workers)
         specs = register_lessons(config, chosen) if chosen else {}
@@ -777,7 +777,7 @@ def _write_class_report(out: Path, results: list[Result], chosen: list[str], roo
                         intake: Intake, skipped: list[str],
                         manual_dropped: list[tuple[str, str, str]] = ()) -> None:
     """OUT/report.html and OUT/items.csv (a failure there is logged, never fatal)."""
-    from autograder.report import checks_of, gradebook_cell_grades, write_report
+    from autograder.report.class_report import checks_of, gradebook_cell_grades, write_report
 
     try:
         with_checks = {r.lesson for r in results if checks_of(r)}

@@ -224,7 +224,7 @@ def sandbox_cost(runs: int) -> dict[str, float]:
     """Median wall time of a notebook of one trivial cell, through a runner host as grading
     starts it, confined and not: the difference is the sandbox's own cost per notebook
     (namespaces, the filesystem view, the cgroup, and tearing them down)."""
-    from autograder.executor import Host, host_config
+    from autograder.trusted.executor import Host, host_config
 
     medians = {}
     for sandbox in (True, False):

@@ -4,7 +4,7 @@
 
 Every entry of tests/variants/<lesson>.py is a wrong answer (expect "fail") or a valid
 alternative (expect "pass"). By default each is judged in this process, by the trusted verdicts
-(`autograder.verdicts.judge_exercise`) on the scenarios' outcomes, as tests/test_scenarios.py
+(`autograder.trusted.verdicts.judge_exercise`) on the scenarios' outcomes, as tests/test_scenarios.py
 does; `--grade` grades them through `python -m autograder grade` with the sandbox on, as
 tests/test_misconceptions_grading.py does (minutes). It prints, per lesson and in all:
 

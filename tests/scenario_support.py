@@ -4,7 +4,7 @@
 out, once per test session; `variant_namespace` is a copy of it with one answer cell's source
 replaced. `verdict(lesson, exercise, namespace, seeds)` runs every scenario of the exercise
 against the namespace (from the part of the scenario module a sandbox receives) and against
-the reference, with the mistakes, and returns the checks (`autograder.verdicts.Check`). The
+the reference, with the mistakes, and returns the checks (`autograder.trusted.verdicts.Check`). The
 grading command does the same across the sandbox; the tests in tests/test_scenarios.py (in
 this process) and tests/test_misconceptions_grading.py (through the grading command) check
 the variants both ways.
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.runner.observe import load_module, run_scenarios
-from autograder.verdicts import Check, ScenarioRun, judge_exercise, read_outcome
+from autograder.sandbox.observe import load_module, run_scenarios
+from autograder.trusted.verdicts import Check, ScenarioRun, judge_exercise, read_outcome
 from coursekit.scenarios import collect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,9 +39,9 @@ def scenario_module(lesson: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def sandbox_module(lesson: str) -> dict:
-    """What of the scenario module a student's sandbox receives (autograder.executor's
+    """What of the scenario module a student's sandbox receives (autograder.trusted.executor's
     `sandbox_source`): scenarios run against a student's answers run from it."""
-    from autograder.executor import sandbox_source
+    from autograder.trusted.executor import sandbox_source
     return load_module(sandbox_source(scenario_path(lesson).read_text()), "<scenarios>")
 
 

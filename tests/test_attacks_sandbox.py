@@ -12,7 +12,7 @@ marks and the blank one 0, no process of the run is left, the course tree, the c
 the course's shared package and the gradebook hold only what grading wrote, and the re-graded
 students get the same grades.
 
-Last, the sandbox itself (autograder/runner/sandbox.py) is run directly: from a grader whose
+Last, the sandbox itself (autograder/sandbox/confine.py) is run directly: from a grader whose
 working folder is not the course root, and as an unprivileged user made with `useradd`.
 """
 
@@ -443,7 +443,7 @@ def attacked(tmp_path_factory):
             str(root / "solutions" / A / f"{A}.ipynb"), str(root / "gradebook.db"),
             *map(str, secret_files), str(submitted / "aa-honest-1" / A / f"{A}.ipynb"),
             str(classes / "aa-honest-1" / f"{A}.ipynb"), str(root / "scenarios" / f"{A}.py"),
-            str(REPO / "solutions"), str(REPO / "autograder" / "executor.py"), str(out),
+            str(REPO / "solutions"), str(REPO / "autograder" / "trusted" / "executor.py"), str(out),
             str(root), str(classes), str(base)]),
         "read-memory": READ_MEMORY,
         "delete": _source(DELETE, FILES=[
@@ -765,8 +765,8 @@ def test_a_deeply_nested_notebook_is_invalid_and_the_class_is_graded(attacked):
 
 _CWD_PROBE = r'''
 import os, sys
-from autograder.executor import host_config
-from autograder.runner.sandbox import Policy, confine
+from autograder.trusted.executor import host_config
+from autograder.sandbox.confine import Policy, confine
 readonly = host_config(0, 1, True)["readonly"]
 target = os.path.join(os.getcwd(), "classmate.ipynb")
 read, write = os.pipe()
@@ -944,7 +944,7 @@ def unprivileged(tmp_path_factory):
     # Not under pytest's temporary folder: that one is mode 700, closed to the user.
     folder = Path(tempfile.mkdtemp(prefix="autograder-unprivileged-"))
     os.chmod(folder, 0o755)
-    shutil.copy(REPO / "autograder" / "runner" / "sandbox.py", folder / "sandbox.py")
+    shutil.copy(REPO / "autograder" / "sandbox" / "confine.py", folder / "sandbox.py")
     (folder / "probe.py").write_text(_UNPRIVILEGED_PROBE)
     for path in [folder, *folder.rglob("*")]:
         os.chown(path, user.pw_uid, user.pw_gid)

@@ -422,7 +422,7 @@ def judged(tmp_path_factory):
 
 def _digest(classes, student: str) -> str:
     """The digest of the student's submission, which its hidden inputs are drawn for."""
-    from autograder.executor import submission_digest
+    from autograder.trusted.executor import submission_digest
     return submission_digest((classes / student / f"{A}.ipynb").read_bytes())
 
 
@@ -476,8 +476,8 @@ def _drawn_inputs(root, student: str, exercise: str, name: str, digest: str) -> 
     """The arguments the hidden scenario `name` gives the answer for `student`'s submission of
     digest `digest`: the scenario run here on the seed drawn for it, with a stand-in that
     records its inputs."""
-    from autograder.executor import course_secret, scenario_seed
-    from autograder.runner.observe import load_module
+    from autograder.trusted.executor import course_secret, scenario_seed
+    from autograder.sandbox.observe import load_module
     from coursekit.scenarios import collect, generator
 
     scenarios, _ = collect(load_module((root / "scenarios" / f"{A}.py").read_text()))
@@ -499,8 +499,8 @@ def _reference_values(root, student: str, digest: str) -> list[float]:
     `digest`: the reference solution's observations on the inputs drawn for it."""
     import torch
 
-    from autograder.executor import course_secret, scenario_seed
-    from autograder.runner.observe import load_module, run_scenarios
+    from autograder.trusted.executor import course_secret, scenario_seed
+    from autograder.sandbox.observe import load_module, run_scenarios
 
     module = load_module((root / "scenarios" / f"{A}.py").read_text(), "scenarios")
     seed = scenario_seed(course_secret(root), student, "01-ex1", "random_points", digest)
@@ -555,7 +555,7 @@ def test_no_feedback_shows_hidden_tests_or_expected_hidden_values(judged):
 def test_same_answers_full_marks_on_different_inputs(judged):
     import torch
 
-    from autograder.executor import course_secret, scenario_seed
+    from autograder.trusted.executor import course_secret, scenario_seed
 
     root, classes = judged["root"], judged["classes"]
     for student in ("aa-honest-1", "aa-honest-2"):

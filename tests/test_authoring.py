@@ -110,7 +110,7 @@ def _student(root: Path, new_answer: str):
 def test_a_new_exercise_grades_without_touching_the_grader(tmp_path):
     from nbgrader.api import Gradebook
 
-    from autograder.nbgrader_inproc import release_notebooks
+    from autograder.nbgrader_glue.inproc import release_notebooks
 
     root = fixture_course.build_course(tmp_path / "course", release=False)
     add_exercise(root)

@@ -1,4 +1,4 @@
-"""Units of grading on a Dask cluster (autograder/cluster.py) that need no cluster: what a
+"""Units of grading on a Dask cluster (autograder/dispatch/cluster.py) that need no cluster: what a
 worker's course is compared on, and how a class is cut into chunks."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import shutil
 
 from conftest import COURSE_ROOT
 
-from autograder.cluster import CODE, SECRET, ClusterPool, course_digest, secret_fingerprint
+from autograder.dispatch.cluster import CODE, SECRET, ClusterPool, course_digest, secret_fingerprint
 
 
 def _course(dest, secret: str):

@@ -25,9 +25,9 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
-from autograder.executor import (ESCAPE_COST_BYTES, MAX_OUTPUT_ESCAPES,  # noqa: E402
+from autograder.trusted.executor import (ESCAPE_COST_BYTES, MAX_OUTPUT_ESCAPES,  # noqa: E402
                                  _clean_output, _output_bytes)
-from autograder.feedback import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,  # noqa: E402
+from autograder.feedback.render import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,  # noqa: E402
                                  MARKDOWN_CELL_WORK, MARKDOWN_NOTEBOOK_WORK,
                                  FeedbackHTMLExporter, markdown_work)
 
@@ -171,7 +171,7 @@ def test_an_attachment_is_embedded_only_as_often_as_the_budget_allows():
 def test_code_is_coloured_by_the_courses_lexer_whatever_the_notebook_names():
     from nbconvert.exporters import HTMLExporter
 
-    from autograder.nbgrader_inproc import course_config
+    from autograder.nbgrader_glue.inproc import course_config
 
     cells = [new_code_cell(BLANKS),
              new_code_cell("%%x\nx = 1", metadata={"magics_language": "autoit"})]

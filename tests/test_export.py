@@ -19,9 +19,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
-from autograder.export import (CANVAS_HEADER, CSV_HEADER, MOODLE_HEADER, export,  # noqa: E402
+from autograder.nbgrader_glue.export import (CANVAS_HEADER, CSV_HEADER, MOODLE_HEADER, export,  # noqa: E402
                                number, parse_columns)
-from autograder.submissions import read_roster  # noqa: E402
+from autograder.intake.submissions import read_roster  # noqa: E402
 
 A, B = fixture_course.LESSONS  # 3 and 4 points
 
@@ -32,7 +32,7 @@ def course(tmp_path_factory):
     nothing in B), cyd (only B, 0), and dee without submissions."""
     from nbgrader.api import Gradebook
 
-    from autograder.nbgrader_inproc import course_config, register_lessons
+    from autograder.nbgrader_glue.inproc import course_config, register_lessons
 
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
     root = fixture_course.build_course(tmp_path_factory.mktemp("export") / "course")

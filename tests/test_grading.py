@@ -316,11 +316,11 @@ def test_regrading_nbgraders_own_submitted_folder(graded):
 def test_a_notebook_that_kills_its_worker(graded, tmp_path):
     """Without a shared prologue the notebook's parent is the worker itself: the worker dies,
     the notebook is reported, a new worker grades the rest."""
-    from autograder.autograde import Settings
+    from autograder.trusted.autograde import Settings
     from autograder.demo import Lessons
-    from autograder.nbgrader_inproc import gradebook, course_config
-    from autograder.executor import submission_digest
-    from autograder.pool import WorkerPool
+    from autograder.nbgrader_glue.inproc import gradebook, course_config
+    from autograder.trusted.executor import submission_digest
+    from autograder.dispatch.pool import WorkerPool
 
     root = graded["root"]
     course = Lessons(root)

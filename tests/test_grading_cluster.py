@@ -25,9 +25,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
-from autograder.cluster import COURSE_ENV, HOLD_ENV  # noqa: E402
+from autograder.dispatch.cluster import COURSE_ENV, HOLD_ENV  # noqa: E402
 from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.runner.sandbox import PROBE_ENV  # noqa: E402
+from autograder.sandbox.confine import PROBE_ENV  # noqa: E402
 
 pytestmark = pytest.mark.dask
 

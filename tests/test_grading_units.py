@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
 from autograder.__main__ import memory_size  # noqa: E402
-from autograder.feedback import HideTestTracebacks  # noqa: E402
+from autograder.feedback.render import HideTestTracebacks  # noqa: E402
 from autograder.grading import Progress  # noqa: E402
-from autograder.submissions import (check, collect, pick_newest, read_notebook,  # noqa: E402
+from autograder.intake.submissions import (check, collect, pick_newest, read_notebook,  # noqa: E402
                                     recognise_lesson)
 
 LESSONS = ["01_leaf_and_intermediate", "02_retain_grad", "03_tensor_hooks",
@@ -128,7 +128,7 @@ def test_unreadable_notebooks(tmp_path, content, words):
 
 @pytest.fixture(scope="module")
 def fixture_specs(tmp_path_factory):
-    from autograder.nbgrader_inproc import course_config, register_lessons
+    from autograder.nbgrader_glue.inproc import course_config, register_lessons
 
     root = fixture_course.build_course(tmp_path_factory.mktemp("course"))
     specs = register_lessons(course_config(root), list(fixture_course.LESSONS))
@@ -201,7 +201,7 @@ def test_hidden_test_tracebacks_are_reduced():
 
 
 def test_feedback_preprocessors_hide_before_clearing():
-    from autograder.nbgrader_inproc import course_config, feedback_preprocessors
+    from autograder.nbgrader_glue.inproc import course_config, feedback_preprocessors
 
     names = [p.__name__ if isinstance(p, type) else p
              for p in feedback_preprocessors(course_config(fixture_course.REPO))]
@@ -247,14 +247,14 @@ def test_hidden_regions_are_stripped_by_nbgraders_rule(source):
     """nbgrader hides every line from one holding BEGIN HIDDEN TESTS to one holding END
     HIDDEN TESTS, whatever comes before them on the line; the grader used to strip only
     `### ...` lines, so a region nbgrader hid went into the sandbox (red team, round 2)."""
-    from autograder.executor import strip_hidden
+    from autograder.trusted.executor import strip_hidden
     stripped = strip_hidden(source)
     assert "SECRET" not in stripped and "HIDDEN" not in stripped
     assert stripped.startswith("x = 1\n")
 
 
 def test_a_hidden_region_without_end_hides_the_rest():
-    from autograder.executor import strip_hidden
+    from autograder.trusted.executor import strip_hidden
     assert strip_hidden("a\n# BEGIN HIDDEN TESTS\nSECRET\nmore SECRET\n") == "a\n"
 
 
@@ -263,7 +263,7 @@ def test_a_hidden_region_without_end_hides_the_rest():
     ("-1.5", "-1.5"), ("3", "3"), ("alice", "alice"), (3, 3), ("a=b", "a=b"),
 ])
 def test_spreadsheet_cells(value, expected):
-    from autograder.submissions import spreadsheet_cell
+    from autograder.intake.submissions import spreadsheet_cell
     assert spreadsheet_cell(value) == expected
 
 
@@ -272,7 +272,7 @@ def test_a_log_record_is_one_line():
     not add lines to grading.log (red team, round 2)."""
     import logging
 
-    from autograder.nbgrader_inproc import CaptureLog
+    from autograder.nbgrader_glue.inproc import CaptureLog
     handler = CaptureLog()
     logger = logging.getLogger("test-capture-log")
     logger.addHandler(handler)
@@ -287,7 +287,7 @@ def test_a_cgroup_is_never_shared():
     named after it was shared by two notebooks, which mixed their CPU time and memory and
     ended one with the other (a flaky attack test, two fixtures grading at once). A name that
     exists is never taken again."""
-    from autograder.runner.sandbox import Cgroup
+    from autograder.sandbox.confine import Cgroup
     if Cgroup.base() is None:
         pytest.skip("no cgroup this process may create children in (CI runs as root)")
     name = f"autograder-test-{os.getpid()}-{os.urandom(4).hex()}"
@@ -309,7 +309,7 @@ def test_hidden_seeds_are_sent_only_after_the_visible_outcomes():
     import select
     import threading
 
-    from autograder.executor import _collect, _Payload
+    from autograder.trusted.executor import _collect, _Payload
 
     seed = 3141592653589793
     request = {"cells": [(0, "x = 1")], "prologue": 0, "timeout": 5, "max_lines": 10,

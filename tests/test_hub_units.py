@@ -14,7 +14,7 @@ import pytest
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder.exchange import SafeCollect
+from autograder.intake.exchange import SafeCollect
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
@@ -106,7 +106,7 @@ def test_course_folder_config_is_the_course_settings_with_the_class_paths(tmp_pa
 
 
 def test_course_folder_config_is_what_the_grading_command_loads(tmp_path):
-    from autograder.nbgrader_inproc import course_config
+    from autograder.nbgrader_glue.inproc import course_config
 
     settings = class_settings.load(write_class(
         tmp_path, '[hub]\nstate_dir = "s"\n[accounts]\nadmins = ["a"]\n'))
@@ -141,9 +141,9 @@ def test_student_and_instructor_configs(tmp_path, monkeypatch):
     assert student.Execute.on_cell_start is validation_cell_started
     instructor = _load(COURSE_ROOT / "hub" / "jupyter" / "instructor" / "nbgrader_config.py")
     assert instructor.CourseDirectory.root == "/the/course"
-    assert instructor.ExchangeFactory.collect == "autograder.exchange.SafeCollect"
+    assert instructor.ExchangeFactory.collect == "autograder.intake.exchange.SafeCollect"
     assert instructor.ExchangeFactory.release_feedback == \
-        "autograder.exchange.SafeReleaseFeedback"
+        "autograder.intake.exchange.SafeReleaseFeedback"
 
 
 @pytest.mark.parametrize("lesson", [LESSON, "07_hooks_in_practice"])

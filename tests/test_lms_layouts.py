@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
 from autograder.demo import Lessons  # noqa: E402
-from autograder.submissions import (apply_roster, clean_id, collect, pick_newest,  # noqa: E402
+from autograder.intake.submissions import (apply_roster, clean_id, collect, pick_newest,  # noqa: E402
                                     read_roster, student_records)
 
 A, B = fixture_course.LESSONS

@@ -30,7 +30,7 @@ CHANGED = "has changed!"
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     """The fixture course, its lesson A recorded in the course's gradebook."""
-    from autograder.nbgrader_inproc import course_config, generate_assignment
+    from autograder.nbgrader_glue.inproc import course_config, generate_assignment
 
     root = fixture_course.build_course(tmp_path_factory.mktemp("locked") / "course")
     config = course_config(root)
@@ -85,7 +85,7 @@ def test_stock_overwrite_cells_reports_every_untouched_test_cell(course, caplog)
 def test_untouched_test_cells_are_restored_without_a_warning(course, caplog):
     from nbgrader.api import Gradebook
 
-    from autograder.locked_cells import RestoreLockedCells
+    from autograder.nbgrader_glue.locked_cells import RestoreLockedCells
 
     root, config = course
     blank = Lessons(root, [LESSON]).blank(LESSON)
@@ -100,7 +100,7 @@ def test_untouched_test_cells_are_restored_without_a_warning(course, caplog):
 def test_an_edited_test_cell_is_still_reported_and_restored(course, caplog):
     from nbgrader.api import Gradebook
 
-    from autograder.locked_cells import RestoreLockedCells
+    from autograder.nbgrader_glue.locked_cells import RestoreLockedCells
 
     root, config = course
     edited = Lessons(root, [LESSON]).blank(LESSON)
@@ -116,7 +116,7 @@ def test_an_edited_test_cell_is_still_reported_and_restored(course, caplog):
 def test_the_course_configuration_uses_it(course):
     from nbgrader.preprocessors import OverwriteCells
 
-    from autograder.locked_cells import RestoreLockedCells
+    from autograder.nbgrader_glue.locked_cells import RestoreLockedCells
 
     _, config = course
     steps = list(config.Autograde.sanitize_preprocessors)

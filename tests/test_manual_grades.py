@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
 from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.export import export  # noqa: E402
+from autograder.nbgrader_glue.export import export  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

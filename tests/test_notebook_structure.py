@@ -43,7 +43,7 @@ def test_at_least_three_exercises_each_with_answer_and_hidden_checks(lesson):
     """Hidden checks are scenarios (scenarios/<lesson>.py, never released): each exercise has a
     visible one and a hidden one (tests/test_scenarios.py checks them)."""
     from coursekit.scenarios import collect
-    from autograder.runner.observe import load_module
+    from autograder.sandbox.observe import load_module
     from autograder.release import COURSE_ROOT
     notebook = read_notebook(solution_path(lesson))
     answers, tests = answer_cells(notebook), graded_cells(notebook)

@@ -287,7 +287,7 @@ def name_of(student: str) -> str:
 
 
 def test_late_is_judged_by_the_collected_timestamp(tmp_path):
-    from autograder.exchange import utc_text
+    from autograder.intake.exchange import utc_text
     from coursehub.onsubmit import submitted_after
 
     deadline = datetime.datetime(2027, 2, 1, 12, 0, tzinfo=datetime.timezone.utc)

@@ -11,9 +11,9 @@ import html
 import re
 from pathlib import Path
 
-from autograder.autograde import Result
-from autograder.report import ITEMS_HEADER, analyse, write_report
-from autograder.submissions import RosterEntry, RosterReport
+from autograder.trusted.autograde import Result
+from autograder.report.class_report import ITEMS_HEADER, analyse, write_report
+from autograder.intake.submissions import RosterEntry, RosterReport
 
 L3, L6 = "03_tensor_hooks", "06_module_hooks"
 NONE_MISTAKE = "hook returned None instead of the gradient"

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.browser
 def test_the_report_opens_offline_and_runs_nothing(tmp_path):
     from playwright.sync_api import sync_playwright
 
-    from autograder.report import write_report
-    from autograder.submissions import RosterEntry, RosterReport
+    from autograder.report.class_report import write_report
+    from autograder.intake.submissions import RosterEntry, RosterReport
 
     executable = require_chromium()
     rows = class_rows() + [result('<img src=x onerror="window.pwned=1">', L3, 0,
@@ -80,7 +80,7 @@ def test_the_students_table_of_500_reads_at_1366_by_768(tmp_path):
     view while scrolling, and a score opens that student's feedback page."""
     from playwright.sync_api import sync_playwright
 
-    from autograder.report import write_report
+    from autograder.report.class_report import write_report
 
     executable = require_chromium()
     rows, lessons = student_rows(500)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
 from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.submissions import (MAX_NOTEBOOK_BYTES, collect, one_line,  # noqa: E402
+from autograder.intake.submissions import (MAX_NOTEBOOK_BYTES, collect, one_line,  # noqa: E402
                                     read_notebook)
 
 A, B = fixture_course.LESSONS

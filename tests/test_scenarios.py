@@ -109,7 +109,7 @@ _HEADER = "import torch\nfrom coursekit.scenarios import mistake, scenario\n\n"
 
 
 def _load(source: str, filename: str):
-    from autograder.runner.observe import load_module
+    from autograder.sandbox.observe import load_module
     return load_module(_HEADER + source, filename)
 
 
@@ -209,7 +209,7 @@ def _fixture():
 def test_fixture_hidden_scenarios_draw_their_inputs_from_their_rng():
     import torch
 
-    from autograder.runner.observe import load_module
+    from autograder.sandbox.observe import load_module
     from coursekit.scenarios import generator
 
     fixture = _fixture()
@@ -271,8 +271,8 @@ def test_no_helper_left_in_the_sandbox_passes_an_exercise(lesson):
 def test_the_scavenger_finds_a_reference_answer_left_beside_the_scenarios(tmp_path):
     """The scavenger test above can fail: a module that keeps a reference answer as a helper
     its scenario uses is caught by it."""
-    from autograder.executor import sandbox_source
-    from autograder.runner.observe import load_module
+    from autograder.trusted.executor import sandbox_source
+    from autograder.sandbox.observe import load_module
 
     source = _HEADER + '''
 def _double(x):
@@ -289,8 +289,8 @@ def example(f, rng):
 def test_the_sandbox_gets_only_what_scenarios_reach():
     """Mistakes, and helpers only mistakes (or nothing) use, never reach a sandbox; imports
     and helpers a scenario reaches (directly or through another helper) do."""
-    from autograder.executor import sandbox_source
-    from autograder.runner.observe import load_module
+    from autograder.trusted.executor import sandbox_source
+    from autograder.sandbox.observe import load_module
 
     source = _HEADER + '''
 from collections import OrderedDict

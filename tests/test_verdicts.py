@@ -2,7 +2,7 @@
 
 The answer under test runs beside the scenario module (hidden scenarios included), so a hostile
 answer can read that source and try to carry it out through anything the feedback echoes. These
-unit tests feed `autograder.verdicts` reports carrying such text in every place a report can
+unit tests feed `autograder.trusted.verdicts` reports carrying such text in every place a report can
 hold text, and check that none of it reaches the check's messages, while an honest mistake is
 still described usefully.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.verdicts import outcome_problems, read_outcome
+from autograder.trusted.verdicts import outcome_problems, read_outcome
 from coursekit.scenarios import Scenario
 
 def T(*data: float) -> dict:
@@ -124,7 +124,7 @@ def test_numbers_the_answer_chose_are_not_quoted_where_they_could_carry_text(vis
 def test_a_report_shaped_to_break_the_reading_is_malformed():
     """A tensor whose dtype is a list raised TypeError, not the ReportError the grader
     catches: the notebook then ended in `error` (found by a red-team review)."""
-    from autograder.verdicts import ReportError
+    from autograder.trusted.verdicts import ReportError
     with pytest.raises(ReportError):
         read_outcome({"observations": {"x.grad": {"__tensor__": {
             "dtype": ["float32"], "shape": [1], "data": [1.0]}}}})
@@ -137,7 +137,7 @@ def test_found_values_are_quoted_to_six_digits():
 
 
 def test_an_integer_too_large_for_a_float_is_a_malformed_report():
-    from autograder.verdicts import ReportError
+    from autograder.trusted.verdicts import ReportError
     with pytest.raises(ReportError):
         read_outcome({"observations": {"x.grad": {"__tensor__": {
             "dtype": "int64", "shape": [1], "data": [10 ** 400]}}}})
@@ -146,7 +146,7 @@ def test_an_integer_too_large_for_a_float_is_a_malformed_report():
 # --------------------------------------------------------------------------------------------
 # What a failing check says when no known mistake matched: the measured relation
 
-from autograder.verdicts import Outcome, ScenarioRun, judge_exercise, relate  # noqa: E402
+from autograder.trusted.verdicts import Outcome, ScenarioRun, judge_exercise, relate  # noqa: E402
 from coursekit.scenarios import Mistake  # noqa: E402
 
 
@@ -367,7 +367,7 @@ def test_a_factor_of_one_number_comes_without_a_hint():
 def test_the_sandbox_reports_the_line_of_the_student_s_cell():
     """run_one (in the sandbox) reports where in a notebook cell the answer raised: IPython
     names a cell's code <ipython-input-N-...>, N its execution count."""
-    from autograder.runner.observe import run_one
+    from autograder.sandbox.observe import run_one
 
     namespace: dict = {}
     exec(compile("def answer(x):\n    y = x + 1\n    return y / 0\n",  # noqa: S102

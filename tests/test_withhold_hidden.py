@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from nbformat import v4
 
-from autograder.executor import CHECK_ENAME, Run, _verdict_outputs, withhold_hidden_checks
-from autograder.feedback import WithholdHiddenChecks
-from autograder.verdicts import Check
+from autograder.trusted.executor import CHECK_ENAME, Run, _verdict_outputs, withhold_hidden_checks
+from autograder.feedback.render import WithholdHiddenChecks
+from autograder.trusted.verdicts import Check
 
 
 def verdict_cell(checks: list[Check]):
@@ -77,9 +77,9 @@ def test_a_cell_without_a_verdict_is_left_alone():
 
 
 def test_grading_settings_turn_it_on_in_the_feedback_steps():
-    from autograder.autograde import Settings, grading_config
+    from autograder.trusted.autograde import Settings, grading_config
     from conftest import COURSE_ROOT
-    from autograder.nbgrader_inproc import feedback_preprocessors
+    from autograder.nbgrader_glue.inproc import feedback_preprocessors
 
     def steps(withhold: bool) -> list[str]:
         config = grading_config(Settings(course_root=str(COURSE_ROOT), out="out",

@@ -1,8 +1,6 @@
-"""What runs inside the sandbox: the notebook's process and what it reports.
+"""The unconfined host: a warm process, started as its own program, that forks each sandbox.
 
-Nothing in this package decides a score. It runs a submission's cells (and, after them, the
-course's scenarios against the submission's answers) in a process confined by
-`autograder.runner.sandbox`, and reports outputs and observations as plain JSON on a pipe. The
-grader's side (`autograder.executor`, `autograder.verdicts`) reads those reports as untrusted
-data.
+It holds nothing of the grader's (no scenario source, no reference answer, no secret, no seed):
+the trusted side (`autograder.trusted`) starts it, hands it a notebook's cells and the sandbox's
+copy of the scenarios for one submission, and reads what comes back on the notebook's pipe.
 """

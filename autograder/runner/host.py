@@ -14,8 +14,8 @@ the payload: first its cells, then, once it has reported its last cell's end, th
 to observe (`{"cells": ...}`, then `{"observe": ...}`), and, when that says there are more,
 once it has reported the first runs' outcomes ("observed"), the later runs (`{"runs": ...}`:
 the hidden scenarios, whose seeds are in no object of the process before then). For each
-request it forks a process that confines itself (`autograder.runner.sandbox`), runs the cells,
-then the requested scenarios, reporting each on the events pipe (`autograder.runner.shell`);
+request it forks a process that confines itself (`autograder.sandbox.confine`), runs the cells,
+then the requested scenarios, reporting each on the events pipe (`autograder.sandbox.shell`);
 on the control pipe the host says which process it forked ("forked") and how it ended
 ("exited", with "oom" when its cgroup ran out of memory).
 
@@ -40,9 +40,9 @@ import time
 import traceback
 from collections import OrderedDict
 
-from autograder.runner import shell
-from autograder.runner.observe import load_module, run_scenarios
-from autograder.runner.sandbox import (TREE_POLL_SECONDS, Cgroup, Policy, ProcessTree, confine,
+from autograder.sandbox import shell
+from autograder.sandbox.observe import load_module, run_scenarios
+from autograder.sandbox.confine import (TREE_POLL_SECONDS, Cgroup, Policy, ProcessTree, confine,
                                        die_with_parent)
 
 MAX_ZYGOTES = 2

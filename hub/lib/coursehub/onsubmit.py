@@ -37,7 +37,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from autograder.exchange import Refused, read_small
+from autograder.intake.exchange import Refused, read_small
 from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings, OnSubmit
 
 QUEUE_FILE = "queue.json"
@@ -471,7 +471,7 @@ def full_feedback(course: Path, student: str, lesson: str) -> Path:
     """The feedback page of `student`'s graded `lesson` in the course root `course`, made again
     from its autograded copy by the course's feedback steps (as grading makes it, every check
     shown); returns its path."""
-    from autograder.nbgrader_inproc import course_config, generate_feedback
+    from autograder.nbgrader_glue.inproc import course_config, generate_feedback
 
     return generate_feedback(course_config(course), student, lesson)
 

@@ -24,7 +24,7 @@ def add_students(course_root: Path, course_id: str, names: list[str]) -> list[st
 
     # A new gradebook's schema stamp read in this process (nbgrader would start a second
     # Python for `alembic heads`): the hub runs this at its start and at each student's.
-    from autograder.nbgrader_inproc import quick_gradebook_creation
+    from autograder.nbgrader_glue.inproc import quick_gradebook_creation
     quick_gradebook_creation()
 
     database = Path(course_root) / GRADEBOOK

@@ -772,7 +772,7 @@ def student_records(found: list[Submission], roster: Roster | None,
 
 def record_students(config, records: dict[str, dict]) -> None:
     """Write the students' names, emails and LMS ids into nbgrader's gradebook."""
-    from autograder.nbgrader_inproc import gradebook
+    from autograder.nbgrader_glue.inproc import gradebook
 
     fields = ("first_name", "last_name", "email", "lms_user_id")
     with gradebook(config) as gb:
@@ -821,7 +821,7 @@ def settle_renamed_students(config, found: list[Submission], roster: Roster | No
     records and the course's folders this run's ids. Returns {old id: new id} replaced."""
     from nbgrader.api import SubmittedAssignment
 
-    from autograder.nbgrader_inproc import coursedir, gradebook
+    from autograder.nbgrader_glue.inproc import coursedir, gradebook
 
     if not Path(config.CourseDirectory.db_url.removeprefix("sqlite:///")).is_file():
         return {}

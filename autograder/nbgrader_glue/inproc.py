@@ -30,7 +30,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.release import COURSE_ROOT
-from autograder.submissions import one_line
+from autograder.intake.submissions import one_line
 
 LOG = logging.getLogger("autograder.nbgrader")
 
@@ -286,7 +286,7 @@ def register_lessons(config: Config, lessons: list[str]) -> dict:
     so that notebooks/ is left alone); return each lesson's LessonSpec."""
     import nbformat
 
-    from autograder.submissions import LessonSpec, cell_ids
+    from autograder.intake.submissions import LessonSpec, cell_ids
 
     specs = {}
     with tempfile.TemporaryDirectory(prefix="grading-release-") as scratch:
@@ -340,7 +340,7 @@ def feedback_preprocessors(config: Config) -> list:
     from nbgrader.converters import GenerateFeedback
     from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
-    from autograder.feedback import HideTestTracebacks, WithholdHiddenChecks
+    from autograder.feedback.render import HideTestTracebacks, WithholdHiddenChecks
 
     configured = list(config.GenerateFeedback.get("preprocessors")
                       or GenerateFeedback.class_traits()["preprocessors"].default()
@@ -369,7 +369,7 @@ def _feedback_converter_class():
     from nbgrader.converters import GenerateFeedback
     from traitlets import default
 
-    from autograder.feedback import feedback_exporter_class, quick_html_export
+    from autograder.feedback.render import feedback_exporter_class, quick_html_export
 
     exporter_class = feedback_exporter_class()
 
@@ -428,7 +428,7 @@ def warm_feedback(config: Config) -> None:
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-    from autograder.feedback import quick_html_export
+    from autograder.feedback.render import quick_html_export
 
     derived, converter_class = _feedback_setup(config)
     if converter_class.shared_exporter:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from autograder.autograde import Result, Settings
+from autograder.trusted.autograde import Result, Settings
 
 COURSE_ENV = "AUTOGRADER_COURSE"  # a worker's course root (default: the installed repository)
 HOLD_ENV = "AUTOGRADER_CLUSTER_HOLD"  # tests: a folder; each notebook waits there for "go"
@@ -128,9 +128,9 @@ class _Worker:
             return self.problem
 
     def _warm(self, spec: dict, threads: int) -> None:
-        from autograder import executor
-        from autograder.autograde import grading_config
-        from autograder.nbgrader_inproc import install_gradebook_lock, warm_feedback
+        from autograder.trusted import executor
+        from autograder.trusted.autograde import grading_config
+        from autograder.nbgrader_glue.inproc import install_gradebook_lock, warm_feedback
 
         for name, value in (("NBFORMAT_VALIDATOR", "fastjsonschema"),
                             ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
@@ -159,7 +159,7 @@ class _Worker:
         warm_feedback(config)
 
     def close(self) -> None:
-        from autograder import executor
+        from autograder.trusted import executor
 
         with self.lock:
             executor.shutdown()
@@ -169,7 +169,7 @@ class _Worker:
 
 
 def _refusal(spec: dict) -> str | None:
-    from autograder.runner.sandbox import check_available
+    from autograder.sandbox.confine import check_available
 
     problem = check_available()
     if problem:
@@ -264,8 +264,8 @@ def grade_chunk(spec: dict, chunk: list[dict]) -> str:
 def _grade_one(state: _Worker, task: dict) -> dict:
     from nbgrader.api import MissingEntry
 
-    from autograder.nbgrader_inproc import coursedir, gradebook, register_lessons
-    from autograder.pool import grade_task
+    from autograder.nbgrader_glue.inproc import coursedir, gradebook, register_lessons
+    from autograder.dispatch.pool import grade_task
 
     config, settings = state.config, state.settings
     student, lesson = task["student"], task["lesson"]
@@ -307,7 +307,7 @@ def _export_record(config, student: str, lesson: str) -> dict | None:
     """The gradebook's rows for a submission, as plain data (None when there is none)."""
     from nbgrader.api import MissingEntry
 
-    from autograder.nbgrader_inproc import gradebook
+    from autograder.nbgrader_glue.inproc import gradebook
 
     with gradebook(config) as gb:
         try:
@@ -327,7 +327,7 @@ def _export_record(config, student: str, lesson: str) -> dict | None:
 # The command's side
 
 class ClusterPool:
-    """The command's end of the cluster: the calls of `autograder.pool.WorkerPool` (run,
+    """The command's end of the cluster: the calls of `autograder.dispatch.pool.WorkerPool` (run,
     kill, close), with the notebooks graded on the cluster's workers."""
 
     def __init__(self, client, address: str, spec: dict, accepted: list[str]) -> None:
@@ -342,7 +342,7 @@ class ClusterPool:
         return RESOURCE_PREFIX + self.spec["key"]
 
     def bind(self, settings: Settings) -> "ClusterPool":
-        from autograder.autograde import grading_config
+        from autograder.trusted.autograde import grading_config
 
         self.settings, self.config = settings, grading_config(settings)
         return self
@@ -350,7 +350,7 @@ class ClusterPool:
     def chunks(self, tasks: list[dict]) -> list[list[dict]]:
         """Each lesson's tasks in chunks: at most REFERENCE_BATCH (one reference run each),
         and small enough that every worker has some when lessons are fewer than workers."""
-        from autograder.pool import REFERENCE_BATCH
+        from autograder.dispatch.pool import REFERENCE_BATCH
 
         lessons: dict[str, list[dict]] = {}
         for task in tasks:
@@ -427,8 +427,8 @@ class ClusterPool:
 
     def _fail(self, chunk: list[dict], why: str, done_rows: set,
               on_result: Callable[[Result], None]) -> None:
-        from autograder.pool import _record_failure
-        from autograder.submissions import one_line
+        from autograder.dispatch.pool import _record_failure
+        from autograder.intake.submissions import one_line
 
         for task in chunk:
             key = (task["student"], task["lesson"])
@@ -455,7 +455,7 @@ class ClusterPool:
 
 
 def _duedates(config, lessons: set[str]) -> dict:
-    from autograder.nbgrader_inproc import gradebook
+    from autograder.nbgrader_glue.inproc import gradebook
 
     with gradebook(config) as gb:
         return {name: (gb.find_assignment(name).duedate.isoformat()
@@ -485,8 +485,8 @@ def _result(data) -> Result | None:
 
 def _write_item(config, settings: Settings, result: Result, item: dict) -> None:
     """Record one notebook a worker graded: its gradebook rows, then its files."""
-    from autograder.autograde import scores
-    from autograder.nbgrader_inproc import coursedir
+    from autograder.trusted.autograde import scores
+    from autograder.nbgrader_glue.inproc import coursedir
 
     student, lesson = result.student_id, result.lesson
     _import_record(config, student, lesson, item.get("record"))
@@ -517,7 +517,7 @@ def _write_files(folder: Path, files: list[dict]) -> None:
 
 def _import_record(config, student: str, lesson: str, record: dict | None) -> None:
     """Write a worker's gradebook rows for a submission into the course's gradebook."""
-    from autograder.nbgrader_inproc import gradebook
+    from autograder.nbgrader_glue.inproc import gradebook
 
     if record is None:
         return
@@ -547,7 +547,7 @@ def connect(address: str, root: Path, *, timeout: int, memory_limit: int,
     grade."""
     from distributed import Client
 
-    from autograder.executor import course_secret
+    from autograder.trusted.executor import course_secret
 
     course_secret(root)  # the command's course has its secret before it is compared
     digest = course_digest(root)

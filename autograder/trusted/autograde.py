@@ -22,11 +22,11 @@ from pathlib import Path
 import nbformat
 from traitlets.config import Config
 
-from autograder import executor
-from autograder.executor import (CHECKS_STOPPED_ENAME, DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
+from autograder.trusted import executor
+from autograder.trusted.executor import (CHECKS_STOPPED_ENAME, DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
                                  GiB)
-from autograder.feedback import write_notice
-from autograder.nbgrader_inproc import (autograde, autograde_preprocessors, captured_log,
+from autograder.feedback.render import write_notice
+from autograder.nbgrader_glue.inproc import (autograde, autograde_preprocessors, captured_log,
                                         course_config, coursedir, generate_feedback, gradebook)
 from autograder.release import nbgrader_command, nbgrader_env
 
@@ -213,7 +213,7 @@ def nbgrader_autograde(settings: Settings, student: str, lesson: str) -> str | N
                               timeout=60 * settings.timeout + 300)
     except subprocess.TimeoutExpired:
         return "nbgrader autograde did not finish"
-    from autograder.nbgrader_inproc import LOG
+    from autograder.nbgrader_glue.inproc import LOG
     for line in done.stderr.splitlines():
         LOG.info("nbgrader: %s", line)
     if done.returncode == 0:

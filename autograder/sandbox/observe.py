@@ -3,7 +3,7 @@
 `run_scenarios` calls each requested scenario with the answer names taken from a namespace
 (the student's notebook, or the reference solution's) and a generator seeded as the grader
 asked, and returns each run's outcome as plain JSON-able data. It decides nothing: the grader
-compares these outcomes with the reference's in its own process (`autograder.verdicts`).
+compares these outcomes with the reference's in its own process (`autograder.trusted.verdicts`).
 """
 
 from __future__ import annotations

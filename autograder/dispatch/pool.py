@@ -2,7 +2,7 @@
 
 Each worker imports torch, nbgrader and what the lessons import once, then grades the
 submissions it is handed with nbgrader's Autograde converter in-process; the notebook's cells
-run in a child forked for each submission (see `autograder.executor`). A worker that dies is
+run in a child forked for each submission (see `autograder.trusted.executor`). A worker that dies is
 replaced, and the submission it was grading is reported as an error; the batch goes on.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from multiprocessing.connection import Connection, wait
 
-from autograder.autograde import Result, Settings
+from autograder.trusted.autograde import Result, Settings
 from autograder.release import nbgrader_env
 
 STARTUP_FAILURES_ALLOWED = 3
@@ -44,9 +44,9 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     try:
-        from autograder import executor
-        from autograder.autograde import grading_config
-        from autograder.nbgrader_inproc import install_gradebook_lock, warm_feedback
+        from autograder.trusted import executor
+        from autograder.trusted.autograde import grading_config
+        from autograder.nbgrader_glue.inproc import install_gradebook_lock, warm_feedback
 
         settings = Settings(**settings_dict)
         if settings.lock_path:  # the run's scratch folder: removed with it, whatever happens
@@ -81,8 +81,8 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
 def grade_task(settings: Settings, config, task: dict) -> Result:
     """Grade one task ({student, lesson, digest, notes, classmates: {student: digest}}) in a warm grading process (a
     local worker or a cluster's); never raises."""
-    from autograder import executor
-    from autograder.autograde import grade_submission
+    from autograder.trusted import executor
+    from autograder.trusted.autograde import grade_submission
 
     try:
         if task.get("classmates"):
@@ -96,14 +96,14 @@ def grade_task(settings: Settings, config, task: dict) -> Result:
 
 
 class _Worker:
-    """A worker process (`python -m autograder.pool FD`) and the socket to talk to it."""
+    """A worker process (`python -m autograder.dispatch.pool FD`) and the socket to talk to it."""
 
     def __init__(self, settings: Settings, preload: list[str]) -> None:
         ours, theirs = socket.socketpair()
         fd = theirs.fileno()
         env = nbgrader_env()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "autograder.pool", str(fd),
+            [sys.executable, "-m", "autograder.dispatch.pool", str(fd),
              json.dumps({"settings": asdict(settings), "preload": preload})],
             pass_fds=[fd], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
             start_new_session=True)
@@ -367,8 +367,8 @@ def _record_failure(settings: Settings, result: Result) -> None:
     from pathlib import Path
 
     try:
-        from autograder.autograde import grading_config, scores, zero_grades
-        from autograder.feedback import write_notice
+        from autograder.trusted.autograde import grading_config, scores, zero_grades
+        from autograder.feedback.render import write_notice
 
         config = grading_config(settings)
         zero_grades(config, result.student_id, result.lesson)

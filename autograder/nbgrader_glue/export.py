@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.release import COURSE_ROOT, lessons as course_lessons
-from autograder.submissions import Roster, one_line, spreadsheet_cell
+from autograder.intake.submissions import Roster, one_line, spreadsheet_cell
 
 FORMATS = ("canvas", "moodle", "csv")
 EXPORT_FOLDER = "grading"  # in the course root, git-ignored, beside the grading runs' outputs
@@ -87,7 +87,7 @@ def read_grades(course_root: Path = COURSE_ROOT, lessons: list[str] | None = Non
     """Every student and lesson of the course's gradebook (and the roster's students)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder.nbgrader_inproc import course_config
+    from autograder.nbgrader_glue.inproc import course_config
 
     root = Path(course_root).resolve()
     config = course_config(root)

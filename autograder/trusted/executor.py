@@ -3,7 +3,7 @@
 Student code never runs in this process. A grading worker starts a runner host
 (`autograder.runner.host`, a new program that holds nothing of the grader's) and hands it, for
 each notebook, the cells to run and the scenarios to observe. The host forks a confined
-process for the notebook (`autograder.runner.sandbox`). What comes back on the notebook's pipe
+process for the notebook (`autograder.sandbox.confine`). What comes back on the notebook's pipe
 is untrusted JSON: each message is size-capped and validated here, outputs keep only inert
 MIME types, and time limits are kept on this process's clock (a per-cell limit that only a
 genuine cell end re-arms, and a budget for the whole notebook), whatever the notebook sends.
@@ -12,7 +12,7 @@ Scores never come from the student's process. After the cells, the notebook's pr
 lesson's scenarios (`scenarios/<lesson>.py`) against the student's answers, on inputs drawn for
 this student from the course secret, and reports observations. A reference run (the solution
 notebook's own cells, in the same kind of process, forked from the same warm state) reports the
-expected observations and those of each typical mistake; `autograder.verdicts` compares them
+expected observations and those of each typical mistake; `autograder.trusted.verdicts` compares them
 here, and each test cell's outputs are replaced by the verdict, which is what nbgrader scores.
 
 `ForkedExecute` is the nbgrader preprocessor that replaces nbgrader's `Execute` in
@@ -47,8 +47,8 @@ from traitlets import Bool, Integer, Unicode
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder.runner.shell import TIMEOUT_ENAME, _ansi_red, error_output, timeout_output  # noqa: F401
-from autograder.verdicts import (Check, Outcome, ReportError, ScenarioBroken, ScenarioRun,
+from autograder.sandbox.shell import TIMEOUT_ENAME, _ansi_red, error_output, timeout_output  # noqa: F401
+from autograder.trusted.verdicts import (Check, Outcome, ReportError, ScenarioBroken, ScenarioRun,
                                  judge_exercise, one_line, read_outcome)
 
 DEAD_ENAME = "DeadKernelError"
@@ -754,7 +754,7 @@ class Lesson:
     def load(cls, root: Path, name: str) -> "Lesson":
         import nbformat
 
-        from autograder.runner.observe import load_module
+        from autograder.sandbox.observe import load_module
         from coursekit.scenarios import collect
 
         path = Path(root) / "scenarios" / f"{name}.py"
@@ -1211,7 +1211,7 @@ def host_config(memory_limit: int, threads: int, sandbox: bool,
     """What the runner host needs: limits, the modules to import once, the folders its
     notebooks may read (this Python's environment and the course's shared package)."""
     import coursekit
-    from autograder.runner.sandbox import python_paths
+    from autograder.sandbox.confine import python_paths
     readonly = python_paths() + [str(Path(coursekit.__file__).resolve().parent)]
     course_parent = str(Path(coursekit.__file__).resolve().parent.parent)
     # The course root itself is on sys.path when the grader runs from it: never expose it.

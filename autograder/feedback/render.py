@@ -45,7 +45,7 @@ from traitlets import Bool, Unicode
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder.executor import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, _ansi_red,
+from autograder.trusted.executor import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, _ansi_red,
                                  withhold_hidden_checks)
 
 # Errors the grader writes itself: their one-line traceback is a message for the student.
@@ -401,7 +401,7 @@ def highlight_code(source: str, language: str | None = None, metadata=None) -> s
 # --------------------------------------------------------------------------------------------
 # The page's head: its policy, colours and MathJax
 
-LOG = logging.getLogger("autograder.feedback")
+LOG = logging.getLogger("autograder.feedback.render")
 
 # Colours of code (Pygments' default style) and of the ANSI codes in tracebacks.
 _ANSI_COLOURS = {"black": "#3e424d", "red": "#c33", "green": "#00a250", "yellow": "#a07c00",
@@ -486,7 +486,7 @@ def mathjax_scripts() -> tuple[str, ...]:
             short = name.split("/")[-2]  # e.g. TeX, NativeMML, mml
         if short not in text:
             raise RuntimeError(f"MathJax's {_MATHJAX_COMBINED} is not laid out as expected "
-                               f"(no {name}); see _MATHJAX_PARTS in autograder/feedback.py")
+                               f"(no {name}); see _MATHJAX_PARTS in autograder/feedback/render.py")
         chosen.append(text)
     safe = (folder / "extensions" / "Safe.js").read_text(encoding="utf-8")
     preloaded = list(_MATHJAX_PARTS) + ["[MathJax]/extensions/Safe.js"]

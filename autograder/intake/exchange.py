@@ -47,7 +47,7 @@ from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import check_mode, notebook_hash, parse_utc
 from traitlets import Enum, Integer
 
-from autograder.submissions import one_line, printable
+from autograder.intake.submissions import one_line, printable
 
 CLAIMED_FILE = "timestamp_claimed.txt"  # the time a submission's folder name gives
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"  # nbgrader's, always in UTC

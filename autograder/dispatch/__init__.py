@@ -1,0 +1,1 @@
+"""Trusted worker processes that grade notebooks side by side: a local pool, or a Dask cluster."""

@@ -1,0 +1,1 @@
+"""The feedback page a student reads, rendered from a graded notebook."""

@@ -1,0 +1,1 @@
+"""Every touch of nbgrader: its apps run in process, the gradebook, locked cells, grade exports."""

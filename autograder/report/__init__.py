@@ -1,0 +1,1 @@
+"""The class report an instructor reads after a grading run."""
