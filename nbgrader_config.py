@@ -60,11 +60,11 @@ c.GenerateFeedback.exporter_class = "autograder.feedback.render.FeedbackHTMLExpo
 # (markdown cells and outputs' HTML through the allow-list, no JavaScript outputs, code
 # coloured by the course's lexer, never one the notebook's metadata names).
 c.HTMLExporter.sanitize_html = True
-c.HTMLExporter.preprocessors = ["autograder.feedback.render.CleanNotebook"]
-c.HTMLExporter.filters = {"clean_html": "autograder.feedback.render.clean_html",
-                          "markdown2html": "autograder.feedback.render.markdown_to_clean_html",
-                          "strip_files_prefix": "autograder.feedback.render.strip_files_prefix",
-                          "highlight_code": "autograder.feedback.render.highlight_code"}
+c.HTMLExporter.preprocessors = ["autograder.feedback.cleaning.CleanNotebook"]
+c.HTMLExporter.filters = {"clean_html": "autograder.feedback.cleaning.clean_html",
+                          "markdown2html": "autograder.feedback.budget.markdown_to_clean_html",
+                          "strip_files_prefix": "autograder.feedback.cleaning.strip_files_prefix",
+                          "highlight_code": "autograder.feedback.budget.highlight_code"}
 
 # The formgrader's submission pages load MathJax from the Jupyter server, not the internet:
 # the repository's jupyter/formgrader/ replaces the template part that names it, ahead of

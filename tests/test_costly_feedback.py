@@ -27,9 +27,9 @@ import fixture_course  # noqa: E402
 
 from autograder.trusted.executor import (ESCAPE_COST_BYTES, MAX_OUTPUT_ESCAPES,  # noqa: E402
                                  _clean_output, _output_bytes)
-from autograder.feedback.render import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,  # noqa: E402
-                                 MARKDOWN_CELL_WORK, MARKDOWN_NOTEBOOK_WORK,
-                                 FeedbackHTMLExporter, markdown_work)
+from autograder.feedback.budget import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,  # noqa: E402
+                                        MARKDOWN_CELL_WORK, MARKDOWN_NOTEBOOK_WORK, markdown_work)
+from autograder.feedback.render import FeedbackHTMLExporter  # noqa: E402
 
 A = fixture_course.LESSON_A
 COLOURS = "\x1b[31mX\x1b[0m"

@@ -173,7 +173,7 @@ def policy(page: str) -> str:
 
 
 def test_clean_html_keeps_text_and_drops_what_runs():
-    from autograder.feedback.render import clean_html
+    from autograder.feedback.cleaning import clean_html
 
     kept = clean_html('<h2 id="Title">Title</h2><table border="1"><tr><th colspan="2">a</th>'
                       '</tr></table><div class="highlight"><pre><span class="k">def</span>'
@@ -369,7 +369,8 @@ def test_rendered_markdown_is_cached_only_while_small():
     markdown is not kept (the cache lived as long as the worker, with no limit on its bytes)."""
     from nbformat.v4 import new_notebook
 
-    from autograder.feedback.render import MARKDOWN_CACHE_ITEM, FeedbackHTMLExporter
+    from autograder.feedback.budget import MARKDOWN_CACHE_ITEM
+    from autograder.feedback.render import FeedbackHTMLExporter
     small, large = "Some *text* here.", "word " * (MARKDOWN_CACHE_ITEM // 4)
     nb = new_notebook(cells=[new_markdown_cell(small), new_markdown_cell(large)])
     page, _ = FeedbackHTMLExporter().from_notebook_node(nb)
@@ -382,7 +383,7 @@ def test_rendered_markdown_is_cached_only_while_small():
 def test_highlighted_code_is_cached_only_while_small():
     """As for markdown: a worker's cache of highlighted code keeps small pieces only (it had a
     count limit, and a student's long code cells stayed in it for the worker's life)."""
-    from autograder.feedback.render import MARKDOWN_CACHE_ITEM, _CachedHighlighter
+    from autograder.feedback.budget import MARKDOWN_CACHE_ITEM, _CachedHighlighter
     cached = _CachedHighlighter(lambda source, language=None, metadata=None: f"<pre>{source}</pre>")
     small, large = "x = 1", "a+a\n" * (MARKDOWN_CACHE_ITEM // 2)
     assert cached(small) == "<pre>x = 1</pre>" and cached(large).startswith("<pre>a+a")
