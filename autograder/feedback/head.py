@@ -167,13 +167,24 @@ def mathjax_scripts() -> tuple[str, ...]:
         chosen.append(text)
     safe = (folder / "extensions" / "Safe.js").read_text(encoding="utf-8")
     preloaded = list(_MATHJAX_PARTS) + ["[MathJax]/extensions/Safe.js"]
+    config = {**_MATHJAX_CONFIG, "NativeMML": {"styles": _local_fonts("\n".join(chosen))}}
     return (
-        "window.MathJax = " + json.dumps(_MATHJAX_CONFIG) + ";",
+        "window.MathJax = " + json.dumps(config) + ";",
         (folder / "MathJax.js").read_text(encoding="utf-8"),
         "MathJax.Ajax.Preloading(" + ", ".join(json.dumps(p) for p in preloaded) + ");\n"
         + "\n".join(chosen) + "\n" + safe,
         "MathJax.Hub.Configured();",
     )
+
+
+# The web fonts MathJax's MathML output names for some variants (double-struck, script,
+# fraktur, caligraphic): Jupyter's copy does not ship them and the page may load none, so each
+# is asked for from the reader's machine only (`local()`), else the browser's own maths font.
+_WEB_FONT = re.compile(r'"(@font-face /\*\d+\*/)":\{"font-family":"(MathJax_[\w-]+)-WEB"')
+
+
+def _local_fonts(jax: str) -> dict:
+    return {key: {"src": f"local('{family}')"} for key, family in _WEB_FONT.findall(jax)}
 
 
 def _script_hash(script: str) -> str:
