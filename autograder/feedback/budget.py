@@ -80,7 +80,8 @@ def attachments_work(source: str, attachments) -> int:
 def markdown_as_text(source: str, why: str) -> str:
     """`source` shown escaped as plain text, after a note that says `why`."""
     return CleanHTML(f'<div class="markdown-as-text"><p><em>This cell\'s markdown is shown as '
-                  f"plain text: {html.escape(why)}</em></p><pre>{html.escape(source)}</pre></div>")
+                     f"plain text: {html.escape(why, quote=False)}</em></p>"
+                     f"<pre>{html.escape(source, quote=False)}</pre></div>")
 
 
 def _too_costly(work: int) -> str:
@@ -114,7 +115,8 @@ CODE_NOTEBOOK_CHARS = 100_000
 def code_as_text(source: str, why: str) -> str:
     """`source` shown escaped, without colours, after a note that says `why`."""
     return (f'<div class="highlight code-as-text"><p><em>This cell\'s code is shown without '
-            f"colours: {html.escape(why)}</em></p><pre>{html.escape(source)}</pre></div>")
+            f"colours: {html.escape(why, quote=False)}</em></p>"
+            f"<pre>{html.escape(source, quote=False)}</pre></div>")
 
 
 @functools.lru_cache(maxsize=1)

@@ -83,7 +83,8 @@ def code_css() -> str:
     from pygments.formatters import HtmlFormatter
 
     css = [HtmlFormatter(style="default").get_style_defs(".highlight"),
-           f".highlight, .highlight pre, .output_area pre {{ background-color: {CODE_BACKGROUND}; }}"]
+           f".highlight, .highlight pre, .output_area pre "
+           f"{{ background-color: {CODE_BACKGROUND}; }}"]
     for name, colour in _ANSI_COLOURS.items():
         css.append(f".ansi-{name}-fg {{ color: {colour}; }}")
         css.append(f".ansi-{name}-intense-fg {{ color: {colour}; font-weight: bold; }}")

@@ -235,7 +235,8 @@ class FeedbackHTMLExporter(HTMLExporter):
     def from_notebook_node(self, nb, resources=None, **kw):
         self._work_left = MARKDOWN_NOTEBOOK_WORK
         self._code_left = CODE_NOTEBOOK_CHARS
-        return super().from_notebook_node(nb, resources, **kw)
+        with quick_html_export():  # the page as the template wrote it (see _NoSoup)
+            return super().from_notebook_node(nb, resources, **kw)
 
 
 def feedback_exporter_class():
