@@ -227,3 +227,21 @@ def test_an_empty_run(tmp_path):
     page = write_report(tmp_path, []).read_text()
     assert "No graded notebook in this run" in page and "data:image/png" not in page
     assert read_items(tmp_path) == []
+
+
+def test_the_page_says_its_language_and_its_colours_read(tmp_path):
+    """WCAG AA for the report (issue 24, item 15): `lang` on <html>, and every text colour of
+    its styles at 4.5:1 or more on the page's white and on the table headers' grey."""
+    from test_feedback_page import contrast, last_value, rules
+
+    page = write_report(tmp_path, class_rows(), lessons=[L3, L6]).read_text()
+    assert re.match(r"<!DOCTYPE html>\s*<html lang=\"en\">", page)
+    css = re.search(r"<style>(.*?)</style>", page, re.DOTALL).group(1)
+    page_background = last_value(css, "body", "background")
+    header_background = last_value(css, "th", "background")
+    colours = [colour for _, body in rules(css)
+               for colour in re.findall(r"(?<![-\w])color\s*:\s*(#[0-9A-Fa-f]{3,6})\b", body)]
+    assert len(colours) >= 8
+    for colour in colours:
+        assert contrast(colour, page_background) >= 4.5, colour
+    assert contrast(last_value(css, "body", "color"), header_background) >= 4.5
