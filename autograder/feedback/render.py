@@ -153,6 +153,9 @@ class FeedbackHTMLExporter(HTMLExporter):
         self.extra_template_paths = [*self.extra_template_paths, NBGRADER_TEMPLATES]
         self.template_name = TEMPLATE_NAME
         self.template_paths = self._template_paths()  # computed once, before the above
+        # The notebook is checked once, after all preprocessors, not after each: it is only
+        # rendered, never saved (a quarter of a page's time went to the checks).
+        self.optimistic_validation = True
 
     def highlight_code(self, source: str, language: str | None = None, metadata=None) -> str:
         """As budget's `highlight_code`, within the notebook's budget of code coloured."""
