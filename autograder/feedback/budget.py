@@ -84,7 +84,7 @@ def markdown_as_text(source: str, why: str) -> str:
                      f"<pre>{html.escape(source, quote=False)}</pre></div>")
 
 
-def _too_costly(work: int) -> str:
+def too_costly(work: int) -> str:
     return (f"rendering it would cost the grader too much (an estimated {work:,} units of "
             f"work, over the {MARKDOWN_CELL_WORK:,} a cell may take).")
 
@@ -96,7 +96,7 @@ def markdown_to_clean_html(source: str) -> str:
 
     work = markdown_work(source)
     if work > MARKDOWN_CELL_WORK:
-        return markdown_as_text(source, _too_costly(work))
+        return markdown_as_text(source, too_costly(work))
     return clean_markdown_html(markdown2html_mistune(source))
 
 

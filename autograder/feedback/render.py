@@ -39,14 +39,13 @@ from autograder.feedback import head
 from autograder.feedback.budget import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,
                                         MARKDOWN_CACHE_BYTES, MARKDOWN_CACHE_ITEM,
                                         MARKDOWN_CELL_WORK, MARKDOWN_NOTEBOOK_WORK,
-                                        _too_costly, attachments_work, code_as_text,
-                                        highlight_code, markdown_as_text, markdown_work)
+                                        attachments_work, code_as_text, highlight_code,
+                                        markdown_as_text, markdown_work, too_costly)
 from autograder.feedback.cleaning import (clean_html, clean_markdown_html, clean_notebook,
                                           strip_files_prefix)
 from autograder.release import NAV_TAG
-
-from autograder.trusted.executor import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,  # noqa: E402
-                                         _ansi_red, withhold_hidden_checks)
+from autograder.trusted.executor import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, _ansi_red,
+                                         withhold_hidden_checks)
 
 # Errors the grader writes itself: their one-line traceback is a message for the student.
 _OWN_ERRORS = {TIMEOUT_ENAME, DEAD_ENAME, NOT_RUN_ENAME}
@@ -179,7 +178,7 @@ class FeedbackHTMLExporter(HTMLExporter):
         cell = context.get("cell", {})
         work = markdown_work(source) + attachments_work(source, cell.get("attachments"))
         if work > MARKDOWN_CELL_WORK:
-            return markdown_as_text(source, _too_costly(work))
+            return markdown_as_text(source, too_costly(work))
         self._work_left -= work
         if self._work_left < 0:
             return markdown_as_text(source, (
