@@ -85,6 +85,7 @@ def markdown_as_text(source: str, why: str) -> str:
 
 
 def too_costly(work: int) -> str:
+    """Why a cell of estimated `work` is shown as plain text."""
     return (f"rendering it would cost the grader too much (an estimated {work:,} units of "
             f"work, over the {MARKDOWN_CELL_WORK:,} a cell may take).")
 
