@@ -1,9 +1,9 @@
 """What one grading run passes around: its options, each notebook's task, each row's result.
 
-All three are plain data. Options and tasks travel to the grading workers (as JSON to the
-local pool's, pickled by Dask to a cluster's, both trusted processes of the grader); results
-come back as dicts of plain values. Nothing here is ever built from what a sandbox sent
-without `Result.from_dict` or `Task.from_dict` checking its keys.
+All three are plain data: options and tasks travel to the grading workers (the local pool's
+as JSON and dicts, a cluster's as dicts pickled by Dask, between the grader's own trusted
+processes), and results come back as dicts of plain values, made by the grader's code from
+what a sandbox reported as size-capped JSON. Nothing a sandbox sent is ever unpickled.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Task:
     path: str = ""
     timestamp: str | None = None
     notes: tuple[str, ...] = ()  # said after the reason of its row
-    classmates: dict[str, str] = field(default_factory=dict)
+    classmates: dict[str, str] = field(default_factory=dict, hash=False)
 
     def to_dict(self) -> dict:
         return asdict(self)
