@@ -10,6 +10,9 @@
    notebook; engine "nbgrader" runs the `nbgrader autograde` command, one notebook at a time;
 4. write OUT/grades.csv (one row per student and lesson), OUT/feedback/<student>/<lesson>.html
    and OUT/grading.log, and print a summary.
+
+Its parts: `autograder.plan` (steps 1 and the rows decided before grading), `course_records`
+(step 2), `dispatch` (step 3: the local pool or a Dask cluster), `outputs` (step 4).
 """
 
 from __future__ import annotations
@@ -93,7 +96,8 @@ def lesson_imports(solutions: dict, names: list[str]) -> list[str]:
 def course_lock(root: Path, echo=print):
     """One grading run at a time on a course root, for the whole run: an exclusive flock on
     the course root folder itself (no lock file a notebook could delete; the descriptor is
-    not inherited by the workers, which are new programs)."""
+    not inherited by the workers, which are new programs). The `filelock` package cannot
+    lock a folder: it needs the lock file this avoids."""
     fd = os.open(root, os.O_RDONLY)
     try:
         try:
@@ -106,7 +110,6 @@ def course_lock(root: Path, echo=print):
         yield
     finally:
         os.close(fd)  # closing the descriptor drops the lock
-
 
 
 def grade_class(submissions: Path, options: GradingOptions, *, intake: Intake | None = None,
