@@ -12,7 +12,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WORK ?= $(CURDIR)/work
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
-.PHONY: setup lab reset lab-solutions formgrader test test-hub test-dask release outputs lock clean
+.PHONY: setup lab reset lab-solutions formgrader test test-fast test-hub test-dask release outputs lock clean
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date); then one line that the course and the grader's sandbox are ready, or a note for instructors when the sandbox cannot run here
 setup: $(STAMP)
@@ -59,6 +59,17 @@ formgrader: setup
 ## test: run the test suite (unit tests, nbval over solutions/, release check, grading, browser)
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## test-fast: the unit tests only: no notebook run, no grader started (under a minute)
+test-fast: setup
+	$(BIN)/python -m pytest $(FAST_TESTS) $(PYTEST_ARGS)
+
+# The test files of test-fast, kept here only. A file belongs in it when none of its tests
+# runs a notebook, starts a grader or a command, or trains a model; a new one goes in by hand
+# (`--durations` in the suite's output shows when one has grown slow).
+FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,checks cluster_units docs_standalone \
+	documented_values environment grading_units hints hook_plots jacobian_plots layout \
+	module_plots notebook_structure report tasks verdicts withhold_hidden))
 
 ## test-hub: the class JupyterHub's end-to-end tests (a few minutes; needs hub/node_modules: cd hub && npm ci)
 test-hub: setup

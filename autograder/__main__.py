@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from autograder import execute, release
+from autograder.tasks import DEFAULT_MEMORY_LIMIT, ENGINES, GradingOptions
 
 _UNITS = {"": 1 << 30, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
@@ -26,8 +27,6 @@ def memory_size(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
-ENGINES = ("fork", "nbgrader")  # as autograder.grading, without importing nbgrader here
-DEFAULT_MEMORY_LIMIT = 4 << 30
 LAYOUTS = ("auto", "folders", "nbgrader", "canvas", "moodle", "blackboard")
 EXPORT_FORMATS = ("canvas", "moodle", "csv")
 EXIT_NO_SANDBOX = 3  # nothing graded: this machine cannot confine notebooks
@@ -164,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from autograder.grading import Intake, grade_class
+    from autograder.grading import grade_class
     from autograder.intake.submissions import read_roster
+    from autograder.plan import Intake
 
     course_root = args.course_root
     try:
@@ -198,19 +198,20 @@ def _grade(args: argparse.Namespace) -> int:
         layout = "folders" if args.layout == "nbgrader" else args.layout
         intake = Intake(layout=layout, roster=roster, students=args.students,
                         regrade_all=args.regrade_all, replace_ids=args.replace_ids)
-    try:
-        report = grade_class(submissions, out, course_root=course_root, jobs=args.jobs,
-                             lessons=args.lessons, engine=args.engine, timeout=args.timeout,
-                             memory_limit=args.memory_limit, progress=args.progress,
+    options = GradingOptions(course_root=str(course_root), out=str(out), engine=args.engine,
+                             timeout=args.timeout or 0, memory_limit=args.memory_limit,
+                             notebook_timeout=args.notebook_timeout,
                              share_prologue=args.share_prologue, sandbox=args.sandbox,
-                             notebook_timeout=args.notebook_timeout, intake=intake,
-                             cluster=args.cluster,
-                             withhold_hidden=getattr(args, "withhold_hidden", False))
+                             withhold_hidden=getattr(args, "withhold_hidden", False),
+                             jobs=args.jobs or 0, lessons=tuple(args.lessons or ()),
+                             cluster=args.cluster or "")
+    try:
+        report = grade_class(submissions, options, intake=intake, progress=args.progress)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RuntimeError as err:
-        from autograder.dispatch.cluster import ClusterError
+        from autograder.dispatch.cluster_worker import ClusterError
         from autograder.grading import SandboxUnavailable
         if isinstance(err, ClusterError):
             print(f"error: nothing was graded: {err}", file=sys.stderr)

@@ -7,7 +7,9 @@ import shutil
 
 from conftest import COURSE_ROOT
 
-from autograder.dispatch.cluster import CODE, SECRET, ClusterPool, course_digest, secret_fingerprint
+from autograder.dispatch.cluster import ClusterPool
+from autograder.dispatch.cluster_worker import CODE, SECRET, course_digest, secret_fingerprint
+from autograder.tasks import Task
 
 
 def _course(dest, secret: str):
@@ -37,13 +39,13 @@ def test_the_digest_names_what_differs_and_never_shows_the_secret(tmp_path):
 
 
 def test_chunks_keep_to_one_lesson_and_share_the_class_among_workers():
-    tasks = [{"student": f"s{i:03d}", "lesson": lesson}
+    tasks = [Task(student=f"s{i:03d}", lesson=lesson)
              for lesson in ("01_a", "02_b") for i in range(40)]
     for workers in (1, 2, 3, 50):
         pool = ClusterPool(client=None, address="", spec={"key": "k"},
                            accepted=[f"w{i}" for i in range(workers)])
         chunks = pool.chunks(tasks)
         assert [t for chunk in chunks for t in chunk] == tasks  # each task once, in order
-        assert all(len({t["lesson"] for t in chunk}) == 1 for chunk in chunks)
+        assert all(len({t.lesson for t in chunk}) == 1 for chunk in chunks)
         assert all(len(chunk) <= 16 for chunk in chunks)
         assert len(chunks) >= min(workers, len(tasks) // 2)  # no worker left idle

@@ -92,7 +92,9 @@ def test_the_demo_has_a_course_and_a_gradebook_of_its_own(course):
 def test_grading_submitted_grades_what_is_new(course, tmp_path):
     from nbgrader.api import Gradebook
 
-    from autograder.grading import Intake, grade_class
+    from autograder.grading import grade_class
+    from autograder.plan import Intake
+    from autograder.tasks import GradingOptions
 
     root, lessons = course
     submitted = root / "submitted"
@@ -109,7 +111,7 @@ def test_grading_submitted_grades_what_is_new(course, tmp_path):
 
     def grade(out: str, **options) -> tuple[dict, list[str]]:
         said: list[str] = []
-        grade_class(submitted, tmp_path / out, course_root=root, jobs=1, timeout=20,
+        grade_class(submitted, GradingOptions(str(root), str(tmp_path / out), jobs=1, timeout=20),
                     echo=said.append, intake=Intake(**options))
         return rows(tmp_path / out), said
 

@@ -316,11 +316,11 @@ def test_regrading_nbgraders_own_submitted_folder(graded):
 def test_a_notebook_that_kills_its_worker(graded, tmp_path):
     """Without a shared prologue the notebook's parent is the worker itself: the worker dies,
     the notebook is reported, a new worker grades the rest."""
-    from autograder.trusted.autograde import Settings
     from autograder.demo import Lessons
     from autograder.nbgrader_glue.inproc import gradebook, course_config
     from autograder.trusted.executor import submission_digest
     from autograder.dispatch.pool import WorkerPool
+    from autograder.tasks import GradingOptions, Task
 
     root = graded["root"]
     course = Lessons(root)
@@ -328,12 +328,12 @@ def test_a_notebook_that_kills_its_worker(graded, tmp_path):
                               base="correct"), root / "submitted" / "killer" / A / f"{A}.ipynb")
     with gradebook(course_config(root)) as gb:
         gb.update_or_create_student("killer")
-    settings = Settings(course_root=str(root), out=str(tmp_path), timeout=TIMEOUT,
-                        lock_path=str(tmp_path / "lock"), threads=1, share_prologue=False)
+    settings = GradingOptions(course_root=str(root), out=str(tmp_path), timeout=TIMEOUT, jobs=1,
+                              lock_path=str(tmp_path / "lock"), threads=1, share_prologue=False)
     results = []
-    with WorkerPool(settings, 1, ["torch"]) as pool:
-        pool.run([{"student": who, "lesson": A, "notes": [], "digest": submission_digest(
-                      (root / "submitted" / who / A / f"{A}.ipynb").read_bytes())}
+    with WorkerPool(settings, ["torch"]) as pool:
+        pool.run([Task(student=who, lesson=A, digest=submission_digest(
+                      (root / "submitted" / who / A / f"{A}.ipynb").read_bytes()))
                   for who in ("killer", "correct")], results.append)
     by_student = {r.student_id: r for r in results}
     # In the sandbox its parent is the namespace's PID 1, which ignores the signal: the

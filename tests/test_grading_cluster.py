@@ -25,7 +25,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
-from autograder.dispatch.cluster import COURSE_ENV, HOLD_ENV  # noqa: E402
+from autograder.dispatch.cluster_worker import COURSE_ENV, HOLD_ENV  # noqa: E402
 from autograder.demo import Lessons, _write  # noqa: E402
 from autograder.sandbox.confine import PROBE_ENV  # noqa: E402
 

@@ -22,6 +22,7 @@ import fixture_course  # noqa: E402
 
 from autograder.demo import Lessons, _write  # noqa: E402
 from autograder.grading import grade_class  # noqa: E402
+from autograder.tasks import GradingOptions  # noqa: E402
 from autograder.intake.submissions import collect  # noqa: E402
 
 A, B = fixture_course.LESSONS
@@ -86,7 +87,8 @@ def test_notebooks_in_unexpected_places_are_reported_not_guessed(course, tmp_pat
 
     out = tmp_path / "out"
     broken(tmp_path / "class" / "alice" / f"{A}.ipynb")  # nothing to grade: no workers
-    grade_class(tmp_path / "class", out, course_root=root, engine="nbgrader", echo=None)
+    grade_class(tmp_path / "class", GradingOptions(str(root), str(out), engine="nbgrader"),
+                echo=None)
     table = rows(out)
     assert table[("alice", A)]["status"] == "invalid"
     assert table[("alice", B)]["status"] == "missing"  # old/ is not alice's submission of B
@@ -107,7 +109,8 @@ def test_a_batch_without_a_lesson_keeps_its_earlier_grades(course, tmp_path):
     first = tmp_path / "first"
     broken(first / "carol" / f"{A}.ipynb")
     broken(first / "carol" / f"{B}.ipynb")
-    grade_class(first, tmp_path / "out1", course_root=root, engine="nbgrader", echo=None)
+    grade_class(first, GradingOptions(str(root), str(tmp_path / "out1"), engine="nbgrader"),
+                echo=None)
     # carol's A as an earlier run (or nbgrader itself) left it: files, a grade, a manual score
     earlier = root / "submitted" / "carol" / A
     _write(lessons.correct(A), earlier / f"{A}.ipynb")
@@ -124,7 +127,8 @@ def test_a_batch_without_a_lesson_keeps_its_earlier_grades(course, tmp_path):
     late = tmp_path / "late"  # carol's B and dan's A in this batch, broken again
     broken(late / "carol" / f"{B}.ipynb")
     broken(late / "dan" / f"{A}.ipynb")
-    grade_class(late, tmp_path / "out2", course_root=root, engine="nbgrader", echo=None)
+    grade_class(late, GradingOptions(str(root), str(tmp_path / "out2"), engine="nbgrader"),
+                echo=None)
     table = rows(tmp_path / "out2")
     assert table[("carol", A)]["status"] == "missing"
     assert "in this batch" in table[("carol", A)]["reason"]
@@ -152,7 +156,8 @@ def test_grading_submitted_in_place_modifies_nothing_there(course, tmp_path):
     before = digest(submitted)
 
     out = tmp_path / "out"
-    grade_class(submitted, out, course_root=root, lessons=[B], jobs=1, timeout=20, echo=None)
+    grade_class(submitted, GradingOptions(str(root), str(out), lessons=(B,), jobs=1, timeout=20),
+                echo=None)
     assert digest(submitted) == before
     table = rows(out)
     assert table[("dan", B)]["status"] == "graded"
@@ -168,7 +173,7 @@ def test_the_courses_output_folders_cannot_be_graded(course, tmp_path):
     (root / "autograded").mkdir(exist_ok=True)
     for submissions in (root / "autograded", root):
         with pytest.raises(ValueError, match="SUBMISSIONS must not"):
-            grade_class(submissions, tmp_path / "out", course_root=root, echo=None)
+            grade_class(submissions, GradingOptions(str(root), str(tmp_path / "out")), echo=None)
 
 
 # --------------------------------------------------------------------------------------------

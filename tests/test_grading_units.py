@@ -19,7 +19,7 @@ import fixture_course  # noqa: E402
 
 from autograder.__main__ import memory_size  # noqa: E402
 from autograder.feedback.render import HideTestTracebacks  # noqa: E402
-from autograder.grading import Progress  # noqa: E402
+from autograder.outputs import Progress  # noqa: E402
 from autograder.intake.submissions import (check, collect, pick_newest, read_notebook,  # noqa: E402
                                     recognise_lesson)
 

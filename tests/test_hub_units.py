@@ -371,7 +371,7 @@ def test_students_enter_the_gradebook_once(tmp_path):
 def test_the_grading_summary_names_the_formgrader_where_it_is(tmp_path, monkeypatch):
     """On the hub (a terminal of an instructor's server) the formgrader is a page of the hub,
     not `make formgrader`; on a machine, the make target, with the course folder if not this."""
-    from autograder.grading import Report
+    from autograder.outputs import Report
 
     monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
     assert "`make formgrader` opens" in Report([], 1.0, tmp_path).summary()

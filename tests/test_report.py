@@ -11,7 +11,7 @@ import html
 import re
 from pathlib import Path
 
-from autograder.trusted.autograde import Result
+from autograder.tasks import Result
 from autograder.report.class_report import ITEMS_HEADER, analyse, write_report
 from autograder.intake.submissions import RosterEntry, RosterReport
 

@@ -77,13 +77,14 @@ def test_a_cell_without_a_verdict_is_left_alone():
 
 
 def test_grading_settings_turn_it_on_in_the_feedback_steps():
-    from autograder.trusted.autograde import Settings, grading_config
+    from autograder.tasks import GradingOptions
+    from autograder.trusted.autograde import grading_config
     from conftest import COURSE_ROOT
     from autograder.nbgrader_glue.inproc import feedback_preprocessors
 
     def steps(withhold: bool) -> list[str]:
-        config = grading_config(Settings(course_root=str(COURSE_ROOT), out="out",
-                                         withhold_hidden=withhold))
+        config = grading_config(GradingOptions(course_root=str(COURSE_ROOT), out="out",
+                                               withhold_hidden=withhold))
         return [getattr(p, "__name__", str(p)) for p in feedback_preprocessors(config)]
 
     assert "WithholdHiddenChecks" not in steps(False)

@@ -20,11 +20,12 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from multiprocessing.connection import Connection, wait
 
-from autograder.trusted.autograde import Result, Settings
+from autograder.dispatch.grade_task import grade_task, record_failure
 from autograder.release import nbgrader_env
+from autograder.tasks import GradingOptions, Result, Task
 
 STARTUP_FAILURES_ALLOWED = 3
 REFERENCE_BATCH = 16  # students whose reference outcomes one reference run computes
@@ -34,7 +35,7 @@ JOIN_FACTOR = 1.5
 TRACE_ENV = "AUTOGRADER_POOL_TRACE"  # a file where the pool appends its timeline (benchmarks)
 
 
-def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> None:
+def _worker_main(conn: Connection, plain_options: dict, preload: list[str]) -> None:
     """The body of a grading worker."""
     os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
@@ -48,12 +49,12 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
         from autograder.trusted.autograde import grading_config
         from autograder.nbgrader_glue.inproc import install_gradebook_lock, warm_feedback
 
-        settings = Settings(**settings_dict)
-        if settings.lock_path:  # the run's scratch folder: removed with it, whatever happens
-            tempfile.tempdir = os.path.dirname(settings.lock_path)
-        install_gradebook_lock(settings.lock_path)
-        config = grading_config(settings)
-        if settings.engine == "fork":  # the runner host warms up while the class is read
+        options = GradingOptions.from_dict(plain_options)
+        if options.lock_path:  # the run's scratch folder: removed with it, whatever happens
+            tempfile.tempdir = os.path.dirname(options.lock_path)
+        install_gradebook_lock(options.lock_path)
+        config = grading_config(options)
+        if options.engine == "fork":  # the runner host warms up while the class is read
             executor.ForkedExecute.preload = list(preload)
             executor.ForkedExecute(config=config).host()
         try:
@@ -75,62 +76,45 @@ def _worker_main(conn: Connection, settings_dict: dict, preload: list[str]) -> N
             # seconds Python takes to tear down torch, nbgrader and their objects.
             executor.shutdown()
             os._exit(0)
-        conn.send(("result", asdict(grade_task(settings, config, task))))
-
-
-def grade_task(settings: Settings, config, task: dict) -> Result:
-    """Grade one task ({student, lesson, digest, notes, classmates: {student: digest}}) in a warm grading process (a
-    local worker or a cluster's); never raises."""
-    from autograder.trusted import executor
-    from autograder.trusted.autograde import grade_submission
-
-    try:
-        if task.get("classmates"):
-            executor.ForkedExecute.set_class({task["lesson"]: task["classmates"]})
-        return grade_submission(settings, config, task["student"], task["lesson"],
-                                task.get("notes"))
-    except BaseException:  # noqa: BLE001 (grade_submission should not raise; be safe)
-        return Result(student_id=task["student"], lesson=task["lesson"], status="error",
-                      reason="The notebook could not be graded (an error in the grader).",
-                      log=traceback.format_exc())
+        conn.send(("result", asdict(grade_task(options, config, Task.from_dict(task)))))
 
 
 class _Worker:
     """A worker process (`python -m autograder.dispatch.pool FD`) and the socket to talk to it."""
 
-    def __init__(self, settings: Settings, preload: list[str]) -> None:
+    def __init__(self, options: GradingOptions, preload: list[str]) -> None:
         ours, theirs = socket.socketpair()
         fd = theirs.fileno()
         env = nbgrader_env()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "autograder.dispatch.pool", str(fd),
-             json.dumps({"settings": asdict(settings), "preload": preload})],
+             json.dumps({"options": options.to_dict(), "preload": preload})],
             pass_fds=[fd], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
             start_new_session=True)
         theirs.close()
         self.conn = Connection(ours.detach())
-        self.task: dict | None = None
+        self.task: Task | None = None
         self.lesson: str | None = None
         self.references: dict[str, set[str]] = {}  # lesson -> students it has references for
         self.ready = False
         self.number = 0
 
-    def reference_batch(self, task: dict, pending: "_Queue") -> dict[str, str]:
+    def reference_batch(self, task: Task, pending: "_Queue") -> dict[str, str]:
         """The students whose reference outcomes the worker computes with `task`'s, each with
         the digest of their submission (their hidden inputs are drawn for it): none new when
         it has them already; else this one and the next students of the lesson not yet
         handed to any worker (it will likely grade them, not those graded elsewhere), at most
         REFERENCE_BATCH, so that a reference run stays within one cell's time limit however
         large the class."""
-        known = self.references.setdefault(task["lesson"], set())
-        batch = {task["student"]: task["digest"]}
-        if task["student"] in known:
+        known = self.references.setdefault(task.lesson, set())
+        batch = {task.student: task.digest}
+        if task.student in known:
             return batch
-        for waiting in pending.lessons.get(task["lesson"]) or ():
+        for waiting in pending.lessons.get(task.lesson) or ():
             if len(batch) >= REFERENCE_BATCH:
                 break
-            if waiting["student"] not in known:
-                batch[waiting["student"]] = waiting["digest"]
+            if waiting.student not in known:
+                batch[waiting.student] = waiting.digest
         known.update(batch)
         return batch
 
@@ -155,10 +139,11 @@ class _Worker:
 
 
 class WorkerPool:
-    """`jobs` grading workers, started early so that they warm up while the class is read."""
+    """`options.jobs` grading workers, started early so that they warm up while the class is
+    read."""
 
-    def __init__(self, settings: Settings, jobs: int, preload: list[str]) -> None:
-        self.settings, self.jobs, self.preload = settings, max(1, jobs), list(preload)
+    def __init__(self, options: GradingOptions, preload: list[str]) -> None:
+        self.options, self.jobs, self.preload = options, max(1, options.jobs), list(preload)
         self.workers: list[_Worker] = []
         self.spawned = 0
         # When each worker started, became ready, was handed a task and returned it
@@ -170,7 +155,7 @@ class WorkerPool:
                               **details})
 
     def spawn(self) -> "_Worker":
-        worker = _Worker(self.settings, self.preload)
+        worker = _Worker(self.options, self.preload)
         self.spawned += 1
         worker.number = self.spawned
         self.note("spawn", worker)
@@ -181,8 +166,8 @@ class WorkerPool:
                        - len(self.workers)):
             self.workers.append(self.spawn())
 
-    def run(self, tasks: Iterable[dict], on_result: Callable[[Result], None]) -> None:
-        """Grade `tasks` ({student, lesson, notes}); report each Result as it comes."""
+    def run(self, tasks: Iterable[Task], on_result: Callable[[Result], None]) -> None:
+        """Grade `tasks`; report each Result as it comes."""
         pending = _Queue(tasks)
         if pending:
             self.start(len(pending))
@@ -232,10 +217,10 @@ class _Queue:
     on the workers already on it), and the worker joins only when what is left of the lesson
     would take its worker longer than JOIN_FACTOR times that."""
 
-    def __init__(self, tasks: Iterable[dict]) -> None:
+    def __init__(self, tasks: Iterable[Task]) -> None:
         self.lessons: dict[str, deque] = {}
         for task in tasks:
-            self.lessons.setdefault(task["lesson"], deque()).append(task)
+            self.lessons.setdefault(task.lesson, deque()).append(task)
         self.seconds: dict[str, dict[int, list[float]]] = {}  # lesson -> worker -> times
 
     def record(self, worker: int, lesson: str | None, seconds: float) -> None:
@@ -266,11 +251,11 @@ class _Queue:
     def clear(self) -> None:
         self.lessons.clear()
 
-    def put_back(self, task: dict) -> None:
-        self.lessons.setdefault(task["lesson"], deque()).appendleft(task)
+    def put_back(self, task: Task) -> None:
+        self.lessons.setdefault(task.lesson, deque()).appendleft(task)
 
     def take(self, current: str | None, taken_by_others: set[str],
-             busy_elsewhere: set[str] = frozenset()) -> dict | None:
+             busy_elsewhere: set[str] = frozenset()) -> Task | None:
         """The next task for a worker on lesson `current`; None when there is none, or when
         joining the lessons other workers are busy with would not save time."""
         if current and self.lessons.get(current):
@@ -291,15 +276,13 @@ class _Queue:
 
 
 def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None]) -> None:
-    settings = pool.settings
     workers = pool.workers
     startup_failures = 0
     failure_detail = ""
 
-    def fail(task: dict, reason: str, log: str = "") -> None:
-        result = Result(student_id=task["student"], lesson=task["lesson"], status="error",
-                        reason=reason, log=log, notes=list(task.get("notes") or []))
-        _record_failure(settings, result)
+    def fail(task: Task, reason: str, log: str = "") -> None:
+        result = Result.failed(task, reason, log)
+        record_failure(pool.options, result)
         on_result(result)
 
     while pending or any(w.task is not None for w in workers):
@@ -317,11 +300,11 @@ def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None])
                 task = pending.take(worker.lesson, others, busy)
                 if task is None:  # joining a lesson would cost more than it saves: wait
                     continue
-                worker.task = dict(task, classmates=worker.reference_batch(task, pending))
-                worker.lesson = worker.task["lesson"]
-                pool.note("task", worker, student=task["student"], lesson=task["lesson"])
+                worker.task = replace(task, classmates=worker.reference_batch(task, pending))
+                worker.lesson = task.lesson
+                pool.note("task", worker, student=task.student, lesson=task.lesson)
                 try:
-                    worker.conn.send(worker.task)
+                    worker.conn.send(worker.task.to_dict())
                 except (OSError, ValueError):
                     broken.add(worker)
         ready = wait([w.conn for w in workers], timeout=0 if broken else None)
@@ -361,30 +344,6 @@ def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None])
                 workers.append(pool.spawn())
 
 
-def _record_failure(settings: Settings, result: Result) -> None:
-    """For a submission no worker could grade: the autograder's scores in the gradebook set to
-    0 and flagged for review, and a feedback page that says why, as for other errors."""
-    from pathlib import Path
-
-    try:
-        from autograder.trusted.autograde import grading_config, scores, zero_grades
-        from autograder.feedback.render import write_notice
-
-        config = grading_config(settings)
-        zero_grades(config, result.student_id, result.lesson)
-        result.score, result.max_score = scores(config, result.student_id, result.lesson)
-    except Exception as err:  # noqa: BLE001 (the batch goes on)
-        result.log += f"\nERROR reading the gradebook: {err}"
-    try:
-        # Written over any page the worker wrote before it died: the page says what the row says.
-        page = Path(settings.out) / "feedback" / result.student_id / f"{result.lesson}.html"
-        write_notice(page, student=result.student_id, lesson=result.lesson,
-                     status=result.status, reason=result.reason, score=result.score,
-                     max_score=result.max_score)
-    except Exception as err:  # noqa: BLE001
-        result.log += f"\nERROR writing the feedback page: {err}"
-
-
 if __name__ == "__main__":
     _arguments = json.loads(sys.argv[2])
-    _worker_main(Connection(int(sys.argv[1])), _arguments["settings"], _arguments["preload"])
+    _worker_main(Connection(int(sys.argv[1])), _arguments["options"], _arguments["preload"])

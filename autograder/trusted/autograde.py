@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -29,52 +28,13 @@ from autograder.feedback.render import write_notice
 from autograder.nbgrader_glue.inproc import (autograde, autograde_preprocessors, captured_log,
                                         course_config, coursedir, generate_feedback, gradebook)
 from autograder.release import nbgrader_command, nbgrader_env
+from autograder.tasks import GradingOptions, Result
 
 _MEMORY_WORDS = ("can't allocate memory", "not enough memory", "DefaultCPUAllocator",
                  "Cannot allocate memory", "out of memory")
 
 
-@dataclass
-class Settings:
-    """What every grading process needs to know (plain values: it travels to the workers)."""
-
-    course_root: str
-    out: str
-    engine: str = "fork"  # fork | nbgrader
-    timeout: int = 60
-    memory_limit: int = 4 * GiB
-    lock_path: str = ""
-    threads: int = 0  # torch threads per notebook (engine fork); 0: torch's default
-    share_prologue: bool = True  # run a lesson's cells before its first exercise once
-    sandbox: bool = True  # confine every notebook (engine fork); False: --no-sandbox
-    notebook_timeout: int = 600  # seconds the whole notebook may run (engine fork)
-    withhold_hidden: bool = False  # feedback without the hidden checks' results
-
-
-@dataclass
-class Result:
-    student_id: str
-    lesson: str
-    score: float = 0.0
-    max_score: float = 0.0
-    status: str = "graded"
-    reason: str = ""
-    seconds: float = 0.0  # the whole grading of this notebook
-    run_seconds: float = 0.0  # running time of the cells run for it (engine fork)
-    shared_seconds: float = 0.0  # running time of its prologue, run once for many
-    observe_seconds: float = 0.0  # the scenarios' run on its answers
-    log: str = ""
-    notes: list[str] = field(default_factory=list)
-    # trusted verdicts: {"exercise", "cell", "scenario", "visible", "passed", "mistake"}
-    checks: list[dict] = field(default_factory=list)
-
-    def row(self) -> dict:
-        data = asdict(self)
-        return {key: data[key] for key in
-                ("student_id", "lesson", "score", "max_score", "status", "reason")}
-
-
-def grading_config(settings: Settings) -> Config:
+def grading_config(settings: GradingOptions) -> Config:
     """The course's nbgrader configuration with the grading command's limits."""
     extra = Config()
     extra.Execute.timeout = settings.timeout
@@ -116,7 +76,7 @@ def _is_memory_error(output) -> bool:
         ename == "RuntimeError" and any(word in evalue for word in _MEMORY_WORDS))
 
 
-def verdict(nb, settings: Settings) -> tuple[str, str] | None:
+def verdict(nb, settings: GradingOptions) -> tuple[str, str] | None:
     """(status, reason) when a cell of the autograded notebook shows that the run went wrong."""
     review = " The notebook scores 0; your instructor can review it."
     for index, cell in enumerate(nb.cells):
@@ -201,7 +161,7 @@ def _limit_memory(limit: int):
     return apply
 
 
-def nbgrader_autograde(settings: Settings, student: str, lesson: str) -> str | None:
+def nbgrader_autograde(settings: GradingOptions, student: str, lesson: str) -> str | None:
     """`nbgrader autograde` for one submission; None, or what went wrong."""
     root = settings.course_root
     command = nbgrader_command("autograde", lesson, "--student", student, "--force",
@@ -227,7 +187,7 @@ def nbgrader_autograde(settings: Settings, student: str, lesson: str) -> str | N
 # --------------------------------------------------------------------------------------------
 # One submission
 
-def grade_submission(settings: Settings, config: Config, student: str, lesson: str,
+def grade_submission(settings: GradingOptions, config: Config, student: str, lesson: str,
                      notes: list[str] | None = None) -> Result:
     """Autograde the notebook in submitted/<student>/<lesson>/, write its feedback, and say
     how it went. Never raises for a problem of the submission."""
