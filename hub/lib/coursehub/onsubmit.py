@@ -530,10 +530,12 @@ def class_report(course: Path) -> Path:
     from autograder.report.class_report import gradebook_cell_grades, write_report
 
     out = Path(course) / "on-submit"
+    known = lessons(Path(course))
     rows = []
-    for folder in sorted(out.iterdir()):
+    for folder in sorted(out.iterdir()) if out.is_dir() else []:
         student, _, lesson = folder.name.partition("+")
-        if not lesson or "+" in lesson or folder.is_symlink() or not folder.is_dir():
+        if lesson not in known or not re.match(USERNAME_PATTERN, student) or \
+                folder.is_symlink() or not folder.is_dir():
             continue
         try:  # written by a grading step; read without following a link, bounded
             text = read_small(str(folder / "grades.csv"), 1 << 20)
@@ -547,7 +549,7 @@ def class_report(course: Path) -> Path:
             if mine and page.is_file() and not page.is_symlink():
                 _copy_page(page, out / "feedback" / student / f"{lesson}.html")
                 break
-    return write_report(out, rows, lessons=lessons(Path(course)),
+    return write_report(out, rows, lessons=known,
                         cell_grades=gradebook_cell_grades(course_config(Path(course)), rows),
                         title="Class report: feedback on submit",
                         note="Each student's latest submission of each lesson, graded on "
