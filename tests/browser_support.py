@@ -42,11 +42,6 @@ VIEWPORT = {"width": 1280, "height": 800}
 # `.ci/run` install it into hub/node_modules), and the rules it runs: WCAG 2.1, levels A and AA.
 AXE_SCRIPT = REPO_ROOT / "hub" / "node_modules" / "axe-core" / "axe.min.js"
 WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
-# nbgrader's feedback template around the course's page, left out of the checks as nbgrader's:
-# the score summary at the top (its "Test cell" and "Comment" links) and each graded cell's
-# heading (its "(Top)" link).
-NBGRADER_FEEDBACK_CHROME = ["body > .container > .panel > .panel-heading",
-                            ".nbgrader_cell > .panel-heading"]
 
 # JupyterLab settings for a quiet page: no news or update pop-ups over the notebook, and every
 # cell attached to the page (no windowing) so that cells can be found by their position.
