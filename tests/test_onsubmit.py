@@ -412,16 +412,17 @@ def hub_course(nobodys_python, monkeypatch):
 def _graded(course, student: str, lesson: str, score: float, status: str = "graded",
             reason: str = "") -> None:
     """What one grading on submit leaves behind: its grades.csv (by the grading command's own
-    writer) and the student's feedback page in nbgrader's feedback/ folder."""
+    writer) and the student's feedback page, in its output and in nbgrader's feedback/ folder."""
     from autograder.grading import write_grades
     from autograder.trusted.autograde import Result
 
     out = course / "on-submit" / f"{student}+{lesson}"
     out.mkdir(parents=True, exist_ok=True)
     write_grades(out / "grades.csv", [Result(student, lesson, score, 9.0, status, reason)])
-    page = course / "feedback" / student / lesson / f"{lesson}.html"
-    page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(f"<!DOCTYPE html><title>{student} {lesson} {score:g}</title>")
+    for page in (course / "feedback" / student / lesson / f"{lesson}.html",
+                 out / "feedback" / student / f"{lesson}.html"):
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(f"<!DOCTYPE html><title>{student} {lesson} {score:g}</title>")
     for path in [course / "on-submit", course / "feedback", *(course / "on-submit").rglob("*"),
                  *(course / "feedback").rglob("*")]:
         os.chmod(path, 0o2770 if path.is_dir() else 0o660)
@@ -495,3 +496,35 @@ def test_the_deadline_becomes_the_gradebooks_due_date_and_a_later_submission_is_
             seconds_late[student] = submission.total_seconds_late
     assert late == {"ann": False, "bob": True}
     assert seconds_late == {"ann": 0, "bob": 30}
+
+
+def test_the_class_report_copies_feedback_pages_through_no_link(tmp_path, monkeypatch):
+    """Links planted in the course folder (an instructor's to change) are never followed: not
+    where a feedback page is copied to, and not a feedback page that is a link."""
+    from coursehub.onsubmit import class_report
+
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    course = tmp_path / "course"
+    (course / "solutions").mkdir(parents=True)
+    shutil.copy2(COURSE_ROOT / "nbgrader_config.py", course)
+    for lesson in (L1, L2):
+        shutil.copytree(COURSE_ROOT / "solutions" / lesson, course / "solutions" / lesson)
+    victim, secret = tmp_path / "victim.html", tmp_path / "secret.html"
+    victim.write_text("precious")
+    secret.write_text("the instructors' eyes only")
+    _graded(course, "ann", L1, 9.0)
+    _graded(course, "bob", L1, 3.0)
+    target = course / "on-submit" / "feedback" / "ann" / f"{L1}.html"
+    target.parent.mkdir(parents=True)
+    target.symlink_to(victim)
+    bobs = course / "feedback" / "bob" / L1 / f"{L1}.html"
+    bobs.unlink()
+    bobs.symlink_to(secret)
+    report = class_report(course)
+    assert victim.read_text() == "precious"
+    assert not target.is_symlink() and target.read_text() == \
+        f"<!DOCTYPE html><title>ann {L1} 9</title>"
+    # Bob's page is a link: the page his own grading wrote is copied instead.
+    copied = course / "on-submit" / "feedback" / "bob" / f"{L1}.html"
+    assert "eyes only" not in copied.read_text()
+    assert _students_table(report) == {"ann": ["9/9", "", "9/9"], "bob": ["3/9", "", "3/9"]}
