@@ -56,8 +56,14 @@ formgrader: setup
 	@echo "Starting nbgrader's formgrader for $(abspath $(COURSE)); open the address that ends in /formgrader?token=... below (Ctrl-C stops it)."
 	cd "$(COURSE)" && env -u JUPYTER_CONFIG_PATH "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(abspath $(COURSE))" --LabApp.default_url=/formgrader $(if $(PORT),--ServerApp.port=$(PORT)) $(ROOT_FLAG) $(FORMGRADER_ARGS)
 
+# axe-core, the browser tests' accessibility checker, comes from npm with the hub's proxy
+# (hub/package-lock.json, into hub/node_modules). Without npm the checks skip (fail under CI).
+AXE := hub/node_modules/axe-core/axe.min.js
+$(AXE):
+	cd hub && npm ci --no-audit --no-fund --loglevel=error
+
 ## test: run the test suite (unit tests, nbval over solutions/, release check, grading, browser)
-test: setup
+test: setup $(if $(shell command -v npm),$(AXE))
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## test-fast: the unit tests only: no notebook run, no grader started (under a minute)

@@ -38,6 +38,11 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1280, "height": 800}
 
+# axe-core, the accessibility checker, from npm (hub/package-lock.json; `make test` and
+# `.ci/run` install it into hub/node_modules), and the rules it runs: WCAG 2.1, levels A and AA.
+AXE_SCRIPT = REPO_ROOT / "hub" / "node_modules" / "axe-core" / "axe.min.js"
+WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+
 # JupyterLab settings for a quiet page: no news or update pop-ups over the notebook, and every
 # cell attached to the page (no windowing) so that cells can be found by their position.
 LAB_SETTINGS = {
@@ -73,6 +78,17 @@ def require_chromium() -> str:
                    "`sudo apt-get install chromium` to run the browser tests")
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"{missing} (CI=true: the browser tests must run)", pytrace=False)
+    pytest.skip(missing)
+
+
+def require_axe() -> Path:
+    """axe-core's script; without it, skip (fail under CI=true, where it must be there)."""
+    if AXE_SCRIPT.is_file():
+        return AXE_SCRIPT
+    missing = (f"axe-core is not installed ({AXE_SCRIPT} is missing): run "
+               "`cd hub && npm ci` (`make test` does when npm is installed)")
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{missing} (CI=true: the accessibility checks must run)", pytrace=False)
     pytest.skip(missing)
 
 
@@ -331,3 +347,41 @@ def replace_cell_source(page, cell, text: str) -> None:
     page.keyboard.press("Delete")
     # insert_text types the answer as one input: CodeMirror does not re-indent it.
     page.keyboard.insert_text(text)
+
+
+# --- Accessibility -------------------------------------------------------------------------
+
+def axe_violations(page, include: list[str] | None = None,
+                   exclude: list[str] | None = None) -> list[dict]:
+    """The serious and critical WCAG 2.1 A/AA violations axe-core finds in the page, within
+    the `include` selectors (the whole page when None) and outside the `exclude` ones. A page
+    whose Content-Security-Policy forbids scripts needs a context made with bypass_csp=True."""
+    page.add_script_tag(path=str(require_axe()))
+    context = {"include": [[s] for s in include] if include else [["html"]],
+               "exclude": [[s] for s in exclude or []]}
+    options = {"runOnly": {"type": "tag", "values": WCAG_21_AA}, "resultTypes": ["violations"]}
+    results = page.evaluate("([context, options]) => axe.run(context, options)",
+                            [context, options])
+    return [v for v in results["violations"] if v["impact"] in ("serious", "critical")]
+
+
+def describe_violations(violations: list[dict], nodes: int = 5) -> str:
+    """axe-core's violations as lines a person can act on: the rule, and where it failed."""
+    lines = []
+    for violation in violations:
+        lines.append(f"{violation['id']} ({violation['impact']}, {len(violation['nodes'])} "
+                     f"nodes): {violation['help']}")
+        for node in violation["nodes"][:nodes]:
+            summary = " ".join(node.get("failureSummary", "").split())
+            lines.append(f"  {' '.join(map(str, node['target']))}: {node['html'][:160]} "
+                         f"-- {summary[:240]}")
+    return "\n".join(lines)
+
+
+def assert_accessible(page, what: str, include: list[str] | None = None,
+                      exclude: list[str] | None = None) -> None:
+    """Fail, naming each rule and node, when axe-core finds a serious or critical WCAG 2.1
+    A/AA violation in `what` (the part of the page `include` and `exclude` select)."""
+    violations = axe_violations(page, include, exclude)
+    assert not violations, (f"axe-core finds serious or critical WCAG 2.1 A/AA violations in "
+                            f"{what}:\n{describe_violations(violations)}")

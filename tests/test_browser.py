@@ -35,6 +35,14 @@ VALIDATE_SUCCESS = "Success! Your notebook passes all the tests."
 DOCS_IMAGES = REPO_ROOT / "docs" / "images"
 # A common laptop screen (issue 24 tried the course at this size).
 LAPTOP = {"width": 1366, "height": 768}
+# What axe-core checks in JupyterLab: the course's content (the start page; each cell of the
+# lesson in view: its rendered markdown and its outputs), not JupyterLab's own widgets. Left
+# out as JupyterLab's: the cell list (a "feed" whose cells lack role "article"), the prompts
+# and their heading-collapse buttons (no name), the collapsers, and the code editor
+# (CodeMirror's unnamed textbox, coloured by JupyterLab's theme).
+START_PAGE_CONTENT = [".jp-RenderedMarkdown"]
+LESSON_CONTENT = [".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell"]
+JUPYTERLAB_CHROME = [".jp-InputPrompt", ".jp-OutputPrompt", ".jp-Collapser", ".cm-editor"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -222,6 +230,7 @@ def test_make_lab_opens_the_start_page_on_the_students_own_copies(page, student_
                                    ".map(e => e.textContent)")
     assert not truncated, f"names cut short in the file browser: {truncated}"
     screenshot(page, "student-00-start-page")
+    lab_page.assert_accessible(page, "the start page", include=START_PAGE_CONTENT)
 
 
 def test_student_goes_from_the_start_page_through_lesson_01_to_lesson_02(page, student_lab):
@@ -253,6 +262,8 @@ def test_student_goes_from_the_start_page_through_lesson_01_to_lesson_02(page, s
     # 2. Run All reaches the last cell: each unanswered exercise says so, without a traceback.
     tests = _run_all_to_the_end(page, notebook)
     _assert_only_unanswered_exercises_fail(page, work / NOTEBOOK, tests)
+    lab_page.assert_accessible(page, f"{LESSON} after Run All", include=LESSON_CONTENT,
+                               exclude=JUPYTERLAB_CHROME)
     lab_page.scroll_to_top(cells.nth(first_answer))
     screenshot(page, "student-02-run-all-unanswered")
 
@@ -377,6 +388,8 @@ def test_run_all_reaches_the_end_of_a_fresh_lesson(page, student_lab, lesson):
         open_in_lab(page, student_lab, path)
         tests = _run_all_to_the_end(page, notebook)
         _assert_only_unanswered_exercises_fail(page, student_lab.root_dir / path, tests)
+        lab_page.assert_accessible(page, f"{lesson} after Run All", include=LESSON_CONTENT,
+                                   exclude=JUPYTERLAB_CHROME)
     finally:
         student_lab.shut_down_kernels()
 
@@ -644,3 +657,26 @@ def test_instructor_sees_lessons_students_scores_and_feedback(page, formgrader, 
     leaked = [line for line in _hidden_test_lines(LESSON) if line in body]
     assert not leaked, f"the feedback shows hidden tests: {leaked}"
     screenshot(page, "instructor-04-feedback")
+
+
+def test_the_feedback_pages_pass_axe_core(browser, graded_course):
+    """Each demo student's feedback page (as the grading command writes it, nbgrader's
+    template around the course's page included) has no serious or critical WCAG 2.1 A/AA
+    violation."""
+    # The page forbids every script (its Content-Security-Policy): axe-core gets in only so.
+    context = browser.new_context(viewport=LAPTOP, bypass_csp=True, offline=True)
+    found = {}
+    try:
+        page = context.new_page()
+        for student in DEMO_STUDENTS:
+            feedback = graded_course / "grading" / "feedback" / student / f"{LESSON}.html"
+            page.goto(feedback.as_uri())
+            page.get_by_text(re.compile(rf"^{LESSON} \(Score: ")).wait_for()
+            found[student] = lab_page.axe_violations(page)
+    finally:
+        context.close()
+    problems = "\n".join(f"{student}'s:\n{lab_page.describe_violations(violations, nodes=3)}"
+                         for student, violations in found.items() if violations)
+    assert not problems, ("axe-core finds serious or critical WCAG 2.1 A/AA violations in the "
+                          f"feedback pages:\n{problems}")
+

@@ -213,5 +213,14 @@ def _run(hub: ClassHub, browser, new_context) -> None:
     report = (hub.settings.course_dir / "on-submit.md").read_text()
     assert "Could not be graded" not in report
     assert report.count("| done |") == 3 + PER_HOUR and "| waiting |" in report
+    # The class report is current: each student's latest result (Ann's second), each linked
+    # to the feedback page they got.
+    page = (hub.settings.course_dir / "on-submit" / "report.html").read_text()
+    for student, score in ((ann, lower), (bob, expected[bob])):
+        assert re.search(rf'<tr><td>{student}</td>.*?<a href="feedback/{student}/{LESSON}.html">'
+                         rf"{score:g}/{full:g}</a>", page), f"{student}'s row"
+        assert (hub.settings.course_dir / "on-submit" / "feedback" / student /
+                f"{LESSON}.html").is_file()
+    assert f"<tr><td>{cat}</td>" in page
     assert "feedback-on-submit" in (hub.settings.hub_dir / "jupyterhub.log").read_text()
     hub.stop()

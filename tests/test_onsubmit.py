@@ -8,7 +8,11 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -347,3 +351,180 @@ def test_at_the_deadline_the_full_feedback_of_the_last_graded_one_is_released_on
     assert [e.withheld for e in again.entries] == [True, False]  # the first was replaced
     assert student_status(again, "ann")[0]["status"] == \
         "graded: 9 / 9; click Fetch Feedback in the Assignments tab"
+
+
+# --------------------------------------------------------------------------------------------
+# The real steps, as the service runs them: as `nobody` with the instructors' group (root's
+# here), on a course folder of real files and a real gradebook.
+
+@pytest.fixture(scope="module")
+def nobodys_python():
+    """The Python the hub gives the service's steps, which `nobody` can run (built under /tmp
+    when .venv's own lies in a private folder, as pyenv's under /root)."""
+    from coursehub.runtime import PythonError, users_python
+
+    if os.geteuid() != 0:
+        pytest.skip("the steps run as nobody: root only")
+    base = tempfile.mkdtemp(prefix="onsubmit-python-")
+    os.chmod(base, 0o755)
+    try:
+        python = users_python(Path(base) / "python")
+    except PythonError as err:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"the account nobody can run no Python of this clone: {err}")
+    yield python
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def hub_course(nobodys_python, monkeypatch):
+    """A class's state folder whose course folder the steps can use as `nobody` with group
+    root: nbgrader_config.py, lessons 01 and 02's solutions, a gradebook with both lessons."""
+    from nbgrader.api import Gradebook
+
+    # nbgrader's gradebook runs alembic by name, from this Python's folder
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    base = tempfile.mkdtemp(prefix="onsubmit-")  # /tmp: nobody can pass; tmp_path cannot
+    os.chmod(base, 0o755)
+    config = os.path.join(base, "class.toml")
+    with open(config, "w") as handle:
+        handle.write('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n'
+                     'instructors_group = "root"\n[feedback]\nfeedback_on_submit = true\n')
+    settings = class_settings.load(Path(config))
+    course = settings.course_dir
+    course.mkdir(parents=True)
+    os.chmod(settings.state_dir, 0o711)
+    shutil.copy2(COURSE_ROOT / "nbgrader_config.py", course)
+    for lesson in (L1, L2):
+        shutil.copytree(COURSE_ROOT / "solutions" / lesson, course / "solutions" / lesson)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for lesson in (L1, L2):
+            gradebook.add_assignment(lesson)
+        for student in ("ann", "bob"):
+            gradebook.add_student(student)
+    for path in [course, *course.rglob("*")]:
+        os.chown(path, 0, 0)
+        os.chmod(path, 0o2770 if path.is_dir() else 0o660)
+    yield settings, nobodys_python
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _graded(course, student: str, lesson: str, score: float, status: str = "graded",
+            reason: str = "") -> None:
+    """What one grading on submit leaves behind: its grades.csv (by the grading command's own
+    writer) and the student's feedback page, in its output and in nbgrader's feedback/ folder."""
+    from autograder.grading import write_grades
+    from autograder.trusted.autograde import Result
+
+    out = course / "on-submit" / f"{student}+{lesson}"
+    out.mkdir(parents=True, exist_ok=True)
+    write_grades(out / "grades.csv", [Result(student, lesson, score, 9.0, status, reason)])
+    for page in (course / "feedback" / student / lesson / f"{lesson}.html",
+                 out / "feedback" / student / f"{lesson}.html"):
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(f"<!DOCTYPE html><title>{student} {lesson} {score:g}</title>")
+    for path in [course / "on-submit", course / "feedback", *(course / "on-submit").rglob("*"),
+                 *(course / "feedback").rglob("*")]:
+        os.chmod(path, 0o2770 if path.is_dir() else 0o660)
+
+
+def _students_table(report) -> dict[str, list[str]]:
+    """The report's students table: student -> the text of each lesson's cell and the total."""
+    table = re.search(r'<table class="students">.*?</table>', report.read_text(), re.S)[0]
+    rows = re.findall(r"<tr><td>([^<]*)</td><td class=\"look\">[^<]*</td>(.*?)</tr>", table)
+    return {student: re.findall(r"<td[^>]*>(?:<a[^>]*>)?([^<]*)", cells)
+            for student, cells in rows}
+
+
+def test_the_class_report_is_written_again_after_each_grading_with_every_latest_result(
+        hub_course):
+    from coursehub.onsubmit import Steps
+
+    settings, python = hub_course
+    course = settings.course_dir
+    steps = Steps(settings, python)
+    _graded(course, "ann", L1, 9.0)
+    steps.class_report()  # as the service does after a grading: as nobody, group root
+    report = course / "on-submit" / "report.html"
+    assert _students_table(report) == {"ann": ["9/9", "", "9/9"]}
+    _graded(course, "bob", L1, 4.0)
+    _graded(course, "bob", L2, 0.0, status="error", reason="the kernel died")
+    steps.class_report()
+    assert _students_table(report) == {"bob": ["4/9", "error", "4/18"],  # needs a look: first
+                                       "ann": ["9/9", "", "9/9"]}
+    # Ann submits lesson 01 again: her newest result replaces the first, and the link beside
+    # it opens the feedback page she got this time.
+    _graded(course, "ann", L1, 7.0)
+    steps.class_report()
+    assert _students_table(report)["ann"] == ["7/9", "", "7/9"]
+    page = course / "on-submit" / "feedback" / "ann" / f"{L1}.html"
+    assert f'href="feedback/ann/{L1}.html"' in report.read_text()
+    assert page.read_text() == f"<!DOCTYPE html><title>ann {L1} 7</title>"
+    items = (course / "on-submit" / "items.csv").read_text()
+    assert items.startswith("lesson,exercise,cell,check,visibility")
+    assert report.stat().st_uid == 65534  # written by nobody, for the instructors' group
+    assert report.stat().st_gid == 0 and report.stat().st_mode & 0o040
+
+
+def test_the_deadline_becomes_the_gradebooks_due_date_and_a_later_submission_is_late(
+        hub_course):
+    from nbgrader.api import Gradebook
+
+    from autograder.intake.exchange import utc_text
+    from coursehub.onsubmit import Entry, Steps
+
+    deadline = datetime.datetime(2027, 2, 1, 12, 0, tzinfo=datetime.timezone.utc)
+    settings, python = hub_course
+    settings.on_submit.deadlines[L1] = deadline
+    course = settings.course_dir
+    steps = Steps(settings, python)
+    late, seconds_late = {}, {}
+    for student, moment in (("ann", datetime.datetime(2027, 2, 1, 11, 59, 59)),
+                            ("bob", datetime.datetime(2027, 2, 1, 12, 0, 30))):
+        stamp = course / "submitted" / student / L1 / "timestamp.txt"
+        stamp.parent.mkdir(parents=True)
+        stamp.write_text(utc_text(moment))  # as the course's collect writes it
+        for path in (stamp, stamp.parent, stamp.parent.parent, course / "submitted"):
+            os.chmod(path, 0o2770 if path.is_dir() else 0o660)
+        entry = Entry(name(student, L1, 1), student, L1, seen=T0)
+        assert steps.due_date(entry) == ""  # the real step: `nbgrader db assignment add`
+        late[student] = entry.late
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+            assert gradebook.find_assignment(L1).duedate == deadline.replace(tzinfo=None)
+            # nbgrader counts lateness from that due date: bob's half a minute, ann none.
+            submission = gradebook.update_or_create_submission(L1, student, timestamp=moment)
+            seconds_late[student] = submission.total_seconds_late
+    assert late == {"ann": False, "bob": True}
+    assert seconds_late == {"ann": 0, "bob": 30}
+
+
+def test_the_class_report_copies_feedback_pages_through_no_link(tmp_path, monkeypatch):
+    """Links planted in the course folder (an instructor's to change) are never followed: not
+    where a feedback page is copied to, and not a feedback page that is a link."""
+    from coursehub.onsubmit import class_report
+
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    course = tmp_path / "course"
+    (course / "solutions").mkdir(parents=True)
+    shutil.copy2(COURSE_ROOT / "nbgrader_config.py", course)
+    for lesson in (L1, L2):
+        shutil.copytree(COURSE_ROOT / "solutions" / lesson, course / "solutions" / lesson)
+    victim, secret = tmp_path / "victim.html", tmp_path / "secret.html"
+    victim.write_text("precious")
+    secret.write_text("the instructors' eyes only")
+    _graded(course, "ann", L1, 9.0)
+    _graded(course, "bob", L1, 3.0)
+    target = course / "on-submit" / "feedback" / "ann" / f"{L1}.html"
+    target.parent.mkdir(parents=True)
+    target.symlink_to(victim)
+    bobs = course / "feedback" / "bob" / L1 / f"{L1}.html"
+    bobs.unlink()
+    bobs.symlink_to(secret)
+    report = class_report(course)
+    assert victim.read_text() == "precious"
+    assert not target.is_symlink() and target.read_text() == \
+        f"<!DOCTYPE html><title>ann {L1} 9</title>"
+    # Bob's page is a link: the page his own grading wrote is copied instead.
+    copied = course / "on-submit" / "feedback" / "bob" / f"{L1}.html"
+    assert "eyes only" not in copied.read_text()
+    assert _students_table(report) == {"ann": ["9/9", "", "9/9"], "bob": ["3/9", "", "3/9"]}

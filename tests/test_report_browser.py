@@ -109,3 +109,33 @@ def test_the_students_table_of_500_reads_at_1366_by_768(tmp_path):
             assert page.title() == "feedback of student400"
         finally:
             browser.close()
+
+
+def test_the_report_passes_axe_core(tmp_path):
+    """The report of a class with every section filled (students, review, roster) has no
+    serious or critical WCAG 2.1 A/AA violation."""
+    from playwright.sync_api import sync_playwright
+
+    from autograder.intake.submissions import RosterEntry, RosterReport
+    from autograder.report.class_report import write_report
+
+    executable = require_chromium()
+    students, lessons = student_rows(30)
+    roster = RosterReport(unknown={}, absent=[RosterEntry(id="nobody", first_name="No",
+                                                          last_name="Body")])
+    page_path = write_report(tmp_path / "out", class_rows() + students,
+                             lessons=[L3, "06_module_hooks", *lessons], roster=roster)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True,
+                                             args=lab_page.CHROMIUM_ARGS)
+        try:
+            # The page forbids every script (its Content-Security-Policy): axe-core gets in
+            # only so.
+            context = browser.new_context(viewport={"width": 1366, "height": 768},
+                                          offline=True, bypass_csp=True)
+            page = context.new_page()
+            page.goto(page_path.as_uri())
+            lab_page.assert_accessible(page, "the class report")
+        finally:
+            browser.close()
+

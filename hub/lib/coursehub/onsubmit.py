@@ -11,12 +11,14 @@ step runs as the account `nobody` with the instructors' group, as an instructor'
 The queue lives in <state>/on-submit/queue.json, written after every step, so a restart of the
 hub or the service loses no submission and repeats no finished step. A step that fails is
 tried once more, then the submission is reported to the instructors (<course>/on-submit.md and
-the hub's log) and the queue goes on. Each student's own status (what waits, and until when) is
-in <state>/on-submit/students/<name>.json, which only they and root may read; their start page
-shows it.
+the hub's log) and the queue goes on. After each grading the class report,
+<course>/on-submit/report.html, is written again with every student's latest result. Each
+student's own status (what waits, and until when) is in <state>/on-submit/students/<name>.json,
+which only they and root may read; their start page shows it.
 
     python -m coursehub.onsubmit serve --python PYTHON [--config CLASS_TOML]
     python -m coursehub.onsubmit feedback COURSE_ROOT STUDENT LESSON   (one step, as nobody)
+    python -m coursehub.onsubmit report COURSE_ROOT   (the class report again, as nobody)
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ NEXT_STEP = {"collect": "grade", "grade": "release", "feedback": "release", "rel
 PENDING, WORKING, WAITING = "pending", "working", "waiting"
 DONE, FAILED, SUPERSEDED = "done", "failed", "superseded"
 STEP_TIMEOUT = 3600  # seconds; grading has its own per-notebook limit well below this
+MAX_PAGE_BYTES = 64 << 20  # a feedback page copied beside the class report
 
 
 def utc(moment: float) -> str:
@@ -239,18 +242,25 @@ class Steps:
         refused = [line for line in output.splitlines() if "Not collected:" in line]
         if code or refused:
             return one_line(" ".join(refused) or output[-600:])
+        return self.due_date(entry)
+
+    def due_date(self, entry: Entry) -> str:
+        """With a deadline for the lesson: make it the lesson's due date in the gradebook (from
+        which nbgrader counts lateness) and mark the collected submission late when its
+        timestamp.txt is past it. An error message, or ""."""
         stamp = self.settings.course_dir / "submitted" / entry.student / entry.lesson / \
             "timestamp.txt"
         deadline = self.settings.on_submit.deadline(entry.lesson)
-        if deadline is not None:
-            try:
-                entry.late = submitted_after(stamp, deadline)
-            except (OSError, ValueError, Refused):
-                return f"the collected submission has no readable timestamp.txt ({stamp})"
-            code, output = self._run(["-m", "nbgrader", "db", "assignment", "add", entry.lesson,
-                                      f"--duedate={deadline:%Y-%m-%d %H:%M:%S} UTC"])
-            if code:
-                return "could not set the lesson's due date: " + one_line(output[-400:])
+        if deadline is None:
+            return ""
+        try:
+            entry.late = submitted_after(stamp, deadline)
+        except (OSError, ValueError, Refused):
+            return f"the collected submission has no readable timestamp.txt ({stamp})"
+        code, output = self._run(["-m", "nbgrader", "db", "assignment", "add", entry.lesson,
+                                  f"--duedate={deadline:%Y-%m-%d %H:%M:%S} UTC"])
+        if code:
+            return "could not set the lesson's due date: " + one_line(output[-400:])
         return ""
 
     def grade(self, entry: Entry, now: float) -> str:
@@ -267,6 +277,7 @@ class Steps:
         if limits.cluster:
             args += ["--cluster", limits.cluster]
         code, output = self._run(args)
+        self.class_report()
         row = None
         try:  # written by the grading step; read without following a link, bounded
             text = read_small(str(out / "grades.csv"), 1 << 20)
@@ -290,7 +301,17 @@ class Steps:
         if code:
             return "generating the full feedback failed: " + one_line(output[-600:])
         entry.withheld = False
+        self.class_report()
         return ""
+
+    def class_report(self) -> None:
+        """Write the class report again (class_report); a failure goes to the hub's log and
+        stops nothing (the grades and feedback are written already)."""
+        code, output = self._run(["-m", "coursehub.onsubmit", "report", "."],
+                                 env={"PYTHONPATH": str(HUB_DIR / "lib")})
+        if code:
+            print(f"coursehub.onsubmit: the class report was not written: "
+                  f"{one_line(output[-600:])}", flush=True)
 
     def release(self, entry: Entry, now: float) -> str:
         code, output = self._run(["-m", "nbgrader", "release_feedback", entry.lesson,
@@ -369,7 +390,8 @@ def instructor_report(queue: Queue) -> str:
     failed = [e for e in queue.entries if e.status == FAILED]
     lines = ["# Feedback on submit", "",
              "Written by the hub's feedback-on-submit service (docs/HUB.md) after each change.",
-             ""]
+             "The class report, with every student's latest result and feedback page, is "
+             "`on-submit/report.html`.", ""]
     if failed:
         lines += ["## Could not be graded on submit", "",
                   "Collect, grade and release these by hand (the formgrader, or "
@@ -476,6 +498,64 @@ def full_feedback(course: Path, student: str, lesson: str) -> Path:
     return generate_feedback(course_config(course), student, lesson)
 
 
+def _copy_page(source: Path, target: Path) -> None:
+    """Copy a feedback page (a regular file, never through a link, bounded) to `target`,
+    unless `target` is already that copy (same size and time)."""
+    info = os.lstat(source)
+    try:
+        there = os.lstat(target)
+        if (there.st_size, there.st_mtime_ns) == (info.st_size, info.st_mtime_ns):
+            return
+    except FileNotFoundError:
+        pass
+    text = read_small(str(source), MAX_PAGE_BYTES)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.tmp")
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o660)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.utime(temporary, ns=(info.st_atime_ns, info.st_mtime_ns))
+    os.replace(temporary, target)
+
+
+def class_report(course: Path) -> Path:
+    """The class report of the submissions graded on submit, <course>/on-submit/report.html
+    (and items.csv), as `python -m autograder grade` writes one: each student's latest result
+    of each lesson (the grades.csv of its latest grading), its feedback page as the student
+    last got it (nbgrader's feedback/ folder) beside the report; returns the page's path."""
+    from autograder.nbgrader_glue.inproc import course_config
+    from autograder.release import lessons
+    from autograder.report.class_report import gradebook_cell_grades, write_report
+
+    out = Path(course) / "on-submit"
+    known = lessons(Path(course))
+    rows = []
+    for folder in sorted(out.iterdir()) if out.is_dir() else []:
+        student, _, lesson = folder.name.partition("+")
+        if lesson not in known or not re.match(USERNAME_PATTERN, student) or \
+                folder.is_symlink() or not folder.is_dir():
+            continue
+        try:  # written by a grading step; read without following a link, bounded
+            text = read_small(str(folder / "grades.csv"), 1 << 20)
+        except (OSError, Refused):
+            continue
+        mine = [row for row in csv.DictReader(io.StringIO(text))
+                if row.get("student_id") == student and row.get("lesson") == lesson]
+        rows += mine
+        for page in (Path(course) / "feedback" / student / lesson / f"{lesson}.html",
+                     folder / "feedback" / student / f"{lesson}.html"):
+            if mine and page.is_file() and not page.is_symlink():
+                _copy_page(page, out / "feedback" / student / f"{lesson}.html")
+                break
+    return write_report(out, rows, lessons=known,
+                        cell_grades=gradebook_cell_grades(course_config(Path(course)), rows),
+                        title="Class report: feedback on submit",
+                        note="Each student's latest submission of each lesson, graded on "
+                             "submit; rewritten after each grading.")
+
+
 def main(argv: list[str] | None = None) -> int:
     from coursehub import settings as class_settings
 
@@ -488,8 +568,13 @@ def main(argv: list[str] | None = None) -> int:
     making = commands.add_parser("feedback", help="a graded submission's full feedback again")
     for name in ("course", "student", "lesson"):
         making.add_argument(name)
+    reporting = commands.add_parser("report", help="the class report of the submissions "
+                                    "graded on submit, written again")
+    reporting.add_argument("course")
     args = parser.parse_args(argv)
-    if args.command == "feedback":
+    if args.command == "report":
+        print(f"Class report written: {class_report(Path(args.course))}")
+    elif args.command == "feedback":
         print(f"Feedback written: {full_feedback(Path(args.course), args.student, args.lesson)}")
     else:
         serve(class_settings.load(args.config), args.python)
