@@ -2,7 +2,7 @@
 
 `grade_class` is what `python -m autograder grade` runs:
 
-1. collect the notebooks (`autograder.intake.submissions`), tell their lessons, keep the newest of
+1. collect the notebooks (`autograder.intake`), tell their lessons, keep the newest of
    duplicates, and check each one (readable, the right lesson, no exercise cells missing);
 2. record the lessons and students in nbgrader's gradebook and import each gradeable file
    into nbgrader's submitted/<student>/<lesson>/<lesson>.ipynb;
@@ -33,16 +33,18 @@ from pathlib import Path
 from autograder.trusted.autograde import GiB, Result, Settings, grade_submission, grading_config
 from autograder.trusted.executor import submission_digest
 from autograder.feedback.render import write_notice
-from autograder.nbgrader_glue.inproc import (course_config, coursedir, forget_gradebook_lock,
-                                        gradebook, install_gradebook_lock, register_lessons,
+from autograder.nbgrader_glue.gradebook import (forget_gradebook_lock, gradebook,
+                                           install_gradebook_lock)
+from autograder.nbgrader_glue.inproc import (course_config, coursedir, register_lessons,
                                         safe_student_id)
+from autograder.nbgrader_glue.students import record_students, settle_renamed_students
 from autograder.release import COURSE_ROOT, lessons as course_lessons
-from autograder.intake.submissions import (MAX_NOTEBOOK_BYTES, STATE_FILE, Roster, RosterReport,
-                                    Submission, _read_regular, apply_roster, cell_ids, check,
-                                    collect, copy_regular_file,
-                                    layout_summary, new_since, one_line, pick_newest,
-                                    read_state, record_students, settle_renamed_students,
-                                    spreadsheet_cell, student_records, write_state)
+from autograder.intake.collect import Submission, collect, layout_summary, pick_newest
+from autograder.intake.files import MAX_NOTEBOOK_BYTES, copy_regular_file, read_regular
+from autograder.intake.roster import Roster, RosterReport, apply_roster, student_records
+from autograder.intake.state import STATE_FILE, new_since, read_state, write_state
+from autograder.intake.validate import cell_ids, check
+from autograder.text import one_line, spreadsheet_cell
 
 STATUSES = ("graded", "missing", "invalid", "timeout", "error")
 ENGINES = ("fork", "nbgrader")
@@ -535,7 +537,7 @@ def _plan(found: list[Submission], chosen: list[str], specs: dict, lesson_ids: d
                 continue
             tasks.append({"student": student, "lesson": lesson, "notes": notes,
                           "path": str(chosen_file.path), "digest": submission_digest(
-                              _read_regular(chosen_file.path, MAX_NOTEBOOK_BYTES)),
+                              read_regular(chosen_file.path, MAX_NOTEBOOK_BYTES)),
                           "timestamp": _timestamp_file(chosen_file)})
     return results, tasks
 

@@ -21,7 +21,7 @@ import fixture_course  # noqa: E402
 
 from autograder.nbgrader_glue.export import (CANVAS_HEADER, CSV_HEADER, MOODLE_HEADER, export,  # noqa: E402
                                number, parse_columns)
-from autograder.intake.submissions import read_roster  # noqa: E402
+from autograder.intake.roster import read_roster  # noqa: E402
 
 A, B = fixture_course.LESSONS  # 3 and 4 points
 

@@ -130,7 +130,8 @@ class _Worker:
     def _warm(self, spec: dict, threads: int) -> None:
         from autograder.trusted import executor
         from autograder.trusted.autograde import grading_config
-        from autograder.nbgrader_glue.inproc import install_gradebook_lock, warm_feedback
+        from autograder.nbgrader_glue.gradebook import install_gradebook_lock
+        from autograder.nbgrader_glue.inproc import warm_feedback
 
         for name, value in (("NBFORMAT_VALIDATOR", "fastjsonschema"),
                             ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
@@ -264,7 +265,8 @@ def grade_chunk(spec: dict, chunk: list[dict]) -> str:
 def _grade_one(state: _Worker, task: dict) -> dict:
     from nbgrader.api import MissingEntry
 
-    from autograder.nbgrader_glue.inproc import coursedir, gradebook, register_lessons
+    from autograder.nbgrader_glue.gradebook import gradebook
+    from autograder.nbgrader_glue.inproc import coursedir, register_lessons
     from autograder.dispatch.pool import grade_task
 
     config, settings = state.config, state.settings
@@ -307,7 +309,7 @@ def _export_record(config, student: str, lesson: str) -> dict | None:
     """The gradebook's rows for a submission, as plain data (None when there is none)."""
     from nbgrader.api import MissingEntry
 
-    from autograder.nbgrader_glue.inproc import gradebook
+    from autograder.nbgrader_glue.gradebook import gradebook
 
     with gradebook(config) as gb:
         try:
@@ -428,7 +430,7 @@ class ClusterPool:
     def _fail(self, chunk: list[dict], why: str, done_rows: set,
               on_result: Callable[[Result], None]) -> None:
         from autograder.dispatch.pool import _record_failure
-        from autograder.intake.submissions import one_line
+        from autograder.text import one_line
 
         for task in chunk:
             key = (task["student"], task["lesson"])
@@ -455,7 +457,7 @@ class ClusterPool:
 
 
 def _duedates(config, lessons: set[str]) -> dict:
-    from autograder.nbgrader_glue.inproc import gradebook
+    from autograder.nbgrader_glue.gradebook import gradebook
 
     with gradebook(config) as gb:
         return {name: (gb.find_assignment(name).duedate.isoformat()
@@ -517,7 +519,7 @@ def _write_files(folder: Path, files: list[dict]) -> None:
 
 def _import_record(config, student: str, lesson: str, record: dict | None) -> None:
     """Write a worker's gradebook rows for a submission into the course's gradebook."""
-    from autograder.nbgrader_glue.inproc import gradebook
+    from autograder.nbgrader_glue.gradebook import gradebook
 
     if record is None:
         return

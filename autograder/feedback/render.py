@@ -23,10 +23,9 @@ nbgrader_config.py, and so does `python -m autograder grade`):
 
 from __future__ import annotations
 
-from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jsonschema import)
 
 import base64
-import contextlib
 import functools
 import hashlib
 import html
@@ -116,28 +115,6 @@ def write_notice(path: Path, *, student: str, lesson: str, status: str, reason: 
                                  reason=html.escape(reason), score=score,
                                  max_score=max_score), encoding="utf-8")
     return path
-
-
-_IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\balt=)", flags=re.IGNORECASE)
-
-
-class _NoSoup:
-    """Stands in for BeautifulSoup in nbconvert's HTMLExporter while feedback is written.
-
-    After rendering, HTMLExporter re-parses the whole page with BeautifulSoup's pure-Python
-    parser to add alt text to images and tabindex to JupyterLab-template cells: most of the
-    cost of a feedback page. nbgrader's feedback template has no JupyterLab cells, so the alt
-    text (the same words) is all there is to add, which a regular expression does."""
-
-    def __init__(self, markup: str, features: str | None = None) -> None:
-        self.markup = _IMG_WITHOUT_ALT.sub(
-            '<img alt="No description has been provided for this image"', markup)
-
-    def select(self, selector: str) -> list:
-        return []
-
-    def __str__(self) -> str:
-        return self.markup
 
 
 class _CachedHighlighter:
@@ -651,17 +628,3 @@ class FeedbackHTMLExporter(HTMLExporter):
 def feedback_exporter_class():
     """The exporter for feedback pages (nbgrader_config.py names it to GenerateFeedback)."""
     return FeedbackHTMLExporter
-
-
-@contextlib.contextmanager
-def quick_html_export():
-    """While active, HTMLExporter skips its BeautifulSoup pass (see `_NoSoup`); the feedback
-    exporter colours code through a cache of its own (`highlight_code`)."""
-    from nbconvert.exporters import html as html_exporter
-
-    original_soup = html_exporter.BeautifulSoup
-    html_exporter.BeautifulSoup = _NoSoup
-    try:
-        yield
-    finally:
-        html_exporter.BeautifulSoup = original_soup

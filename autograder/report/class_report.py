@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from autograder.intake.submissions import one_line, spreadsheet_cell
+from autograder.text import one_line, spreadsheet_cell
 
 ITEMS_HEADER = ["lesson", "exercise", "cell", "check", "visibility", "attempts", "passed",
                 "pass_rate", "mistakes"]
@@ -92,7 +92,7 @@ def gradebook_cell_grades(config, results) -> list[dict]:
     from nbgrader.api import (Assignment, GradeCell, Grade, MissingEntry, SubmittedAssignment,
                               SubmittedNotebook)
 
-    from autograder.nbgrader_glue.inproc import gradebook
+    from autograder.nbgrader_glue.gradebook import gradebook
 
     wanted = {(r["student_id"], r["lesson"]) for r in map(_row, results)
               if r["status"] == "graded" and r["student_id"] and r["lesson"]}
@@ -400,7 +400,7 @@ def write_report(out: Path, results, *, lessons: list[str] | None = None,
                  title: str = "Class report", note: str = "",
                  manual_dropped: list[tuple[str, str, str]] | None = None) -> Path:
     """Write OUT/report.html and OUT/items.csv for `results`; return the page's path.
-    `roster`: an autograder.intake.submissions.RosterReport, or None; `manual_dropped`: (student,
+    `roster`: an autograder.intake.roster.RosterReport, or None; `manual_dropped`: (student,
     lesson, what) for hand-given grades dropped because another notebook was graded."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
