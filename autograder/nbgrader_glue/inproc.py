@@ -158,18 +158,36 @@ def register_lessons(config: Config, lessons: list[str]) -> dict:
     return specs
 
 
-def autograde_preprocessors(config: Config, executor) -> list:
-    """The course's Autograde preprocessors with nbgrader's Execute replaced by `executor`."""
-    from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute
+# The steps of nbgrader's autograde pass that leave nbgrader's cell metadata as they found it.
+_KEEP_METADATA = {"Execute", "IgnorePattern", "LimitOutput", "SaveAutoGrades",
+                  "AssignLatePenalties", "CheckCellMetadata"}
 
+
+def _step_name(item) -> str:
+    return item.split(".")[-1] if isinstance(item, str) else item.__name__
+
+
+def autograde_preprocessors(config: Config, executor) -> list:
+    """The course's Autograde preprocessors with nbgrader's Execute replaced by `executor` and
+    SaveAutoGrades by `SaveAutoGradesOnce`. The pass's CheckCellMetadata is left out when the
+    sanitising pass checks the same metadata and no step between changes it: its result is
+    known before it runs."""
+    from nbgrader.converters import Autograde
+
+    from autograder.nbgrader_glue.steps import SaveAutoGradesOnce
+
+    traits = Autograde.class_traits()
     configured = config.Autograde.get("autograde_preprocessors") \
-        or Autograde.class_traits()["autograde_preprocessors"].default()
-    result = []
-    for item in configured:
-        is_execute = item is Execute or (isinstance(item, str) and item.split(".")[-1] == "Execute")
-        result.append(executor if is_execute else item)
-    return result
+        or traits["autograde_preprocessors"].default()
+    sanitize = config.Autograde.get("sanitize_preprocessors") \
+        or traits["sanitize_preprocessors"].default()
+    names = [_step_name(item) for item in configured]
+    keep = _KEEP_METADATA | ({"ClearMetadataPreprocessor"}  # nbconvert's: off unless enabled
+                             if not config.ClearMetadataPreprocessor.get("enabled") else set())
+    checked = "CheckCellMetadata" in map(_step_name, sanitize) and set(names) <= keep
+    instead = {"Execute": executor, "SaveAutoGrades": SaveAutoGradesOnce}
+    return [instead.get(name, item) for item, name in zip(configured, names)
+            if not (checked and name == "CheckCellMetadata")]
 
 
 def autograde(config: Config, student: str, lesson: str) -> None:
