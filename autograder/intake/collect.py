@@ -1,5 +1,5 @@
-"""Finding the submissions in a folder or zip, telling whose they are and their lessons, and
-checking each file.
+"""Finding the submissions in a folder or zip and telling whose they are and their lessons
+(each file is checked later, by `autograder.intake.validate`).
 
 A class arrives as a folder or a zip (possibly wrapped in one more top-level folder) in one of
 these layouts (`LAYOUTS`; "auto" tells them apart entry by entry):
