@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jsonschema import)
 
 import argparse
 import os
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from autograder.grading import grade_class
-    from autograder.intake.submissions import read_roster
+    from autograder.intake.roster import read_roster
     from autograder.plan import Intake
 
     course_root = args.course_root
@@ -236,7 +236,7 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from autograder.nbgrader_glue.export import EXPORT_FOLDER, export, parse_columns
-    from autograder.intake.submissions import read_roster
+    from autograder.intake.roster import read_roster
 
     out = args.out or args.course_root / EXPORT_FOLDER / f"export-{args.to}.csv"
     try:

@@ -12,8 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.feedback.render import write_notice
-from autograder.intake.submissions import copy_regular_file, one_line
-from autograder.nbgrader_glue.inproc import coursedir, gradebook, safe_student_id
+from autograder.intake.files import copy_regular_file
+from autograder.text import one_line
+from autograder.nbgrader_glue.gradebook import gradebook
+from autograder.nbgrader_glue.inproc import coursedir, safe_student_id
 from autograder.tasks import Result, Task
 
 # In the course's autograded/ folder: the digest of the notebook whose grades the gradebook

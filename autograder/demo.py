@@ -16,7 +16,7 @@ correct, partly right and blank submissions that the benchmark grades.
 
 from __future__ import annotations
 
-from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jsonschema import)
 
 import copy
 import os

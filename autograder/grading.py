@@ -2,7 +2,7 @@
 
 `grade_class` is what `python -m autograder grade` runs:
 
-1. collect the notebooks (`autograder.intake.submissions`), tell their lessons, keep the newest of
+1. collect the notebooks (`autograder.intake`), tell their lessons, keep the newest of
    duplicates, and check each one (readable, the right lesson, no exercise cells missing);
 2. record the lessons and students in nbgrader's gradebook and import each gradeable file
    into nbgrader's submitted/<student>/<lesson>/<lesson>.ipynb;
@@ -29,10 +29,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.course_records import prepare_course, remove_folder, within
-from autograder.intake.submissions import (cell_ids, collect, one_line, record_students,
-                                           settle_renamed_students, student_records)
-from autograder.nbgrader_glue.inproc import (course_config, forget_gradebook_lock,
-                                             install_gradebook_lock, register_lessons)
+from autograder.intake.collect import collect
+from autograder.intake.roster import student_records
+from autograder.intake.validate import cell_ids
+from autograder.nbgrader_glue.students import record_students, settle_renamed_students
+from autograder.text import one_line
+from autograder.nbgrader_glue.gradebook import forget_gradebook_lock, install_gradebook_lock
+from autograder.nbgrader_glue.inproc import course_config, register_lessons
 from autograder.outputs import Progress, Report, write_class_report, write_grades, write_log
 from autograder.plan import Intake, plan_tasks, remember_graded, roster_rows, take_in
 from autograder.release import lessons as course_lessons

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.intake.submissions import one_line, spreadsheet_cell
+from autograder.text import one_line, spreadsheet_cell
 from autograder.nbgrader_glue.inproc import course_config
 from autograder.plan import Intake
 from autograder.release import COURSE_ROOT

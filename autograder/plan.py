@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.intake.submissions import (MAX_NOTEBOOK_BYTES, STATE_FILE, Roster, RosterReport,
-                                           Submission, _read_regular, apply_roster, check,
-                                           layout_summary, new_since, pick_newest, read_state,
-                                           write_state)
-from autograder.nbgrader_glue.inproc import course_config, gradebook, safe_student_id
+from autograder.intake.collect import Submission, layout_summary, pick_newest
+from autograder.intake.files import MAX_NOTEBOOK_BYTES, read_regular
+from autograder.intake.roster import Roster, RosterReport, apply_roster
+from autograder.intake.state import STATE_FILE, new_since, read_state, write_state
+from autograder.intake.validate import check
+from autograder.nbgrader_glue.gradebook import gradebook
+from autograder.nbgrader_glue.inproc import course_config, safe_student_id
 from autograder.tasks import Result, Task
 from autograder.trusted.executor import submission_digest
 
@@ -211,7 +213,7 @@ def plan_tasks(found: list[Submission], chosen: list[str], specs: dict, lesson_i
                                       max_score=spec.max_score,
                                       reason=" ".join([reason, *notes])))
                 continue
-            digest = submission_digest(_read_regular(chosen_file.path, MAX_NOTEBOOK_BYTES))
+            digest = submission_digest(read_regular(chosen_file.path, MAX_NOTEBOOK_BYTES))
             tasks.append(Task(student=student, lesson=lesson, digest=digest,
                               path=str(chosen_file.path), timestamp=_timestamp_file(chosen_file),
                               notes=tuple(notes)))

@@ -21,7 +21,7 @@ import fixture_course  # noqa: E402
 
 from autograder.nbgrader_glue.export import (CANVAS_HEADER, CSV_HEADER, MOODLE_HEADER, export,  # noqa: E402
                                number, parse_columns)
-from autograder.intake.submissions import read_roster  # noqa: E402
+from autograder.intake.roster import read_roster  # noqa: E402
 
 A, B = fixture_course.LESSONS  # 3 and 4 points
 
@@ -156,6 +156,24 @@ def test_export_command(course, tmp_path):
     done = subprocess.run(command + ["--to", "csv", "--column", "x"], capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 2 and "LESSON=HEADER" in done.stderr
+
+
+def test_nbgraders_own_export_command_takes_the_formats_as_plugins(course, tmp_path):
+    """`nbgrader export --exporter ...CanvasExport` (nbgrader's ExportApp, its own gradebook)
+    writes what `python -m autograder export --to canvas` writes."""
+    from autograder.release import nbgrader_command, nbgrader_env
+
+    for to, plugin in (("canvas", "CanvasExport"), ("moodle", "MoodleExport"),
+                       ("csv", "CsvExport")):
+        ours = export(to, tmp_path / f"ours-{to}.csv", course_root=course)
+        theirs = tmp_path / f"nbgrader-{to}.csv"
+        done = subprocess.run(nbgrader_command(
+            "export", f"--exporter=autograder.nbgrader_glue.export.{plugin}", f"--to={theirs}"),
+            cwd=course, env=nbgrader_env(), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert read_csv(theirs) == read_csv(ours.path)
+        if to == "moodle":
+            assert "no email" in done.stderr  # the warnings reach nbgrader's log
 
 
 def test_exports_go_where_git_ignores_them():

@@ -317,7 +317,8 @@ def test_a_notebook_that_kills_its_worker(graded, tmp_path):
     """Without a shared prologue the notebook's parent is the worker itself: the worker dies,
     the notebook is reported, a new worker grades the rest."""
     from autograder.demo import Lessons
-    from autograder.nbgrader_glue.inproc import gradebook, course_config
+    from autograder.nbgrader_glue.gradebook import gradebook
+    from autograder.nbgrader_glue.inproc import course_config
     from autograder.trusted.executor import submission_digest
     from autograder.dispatch.pool import WorkerPool
     from autograder.tasks import GradingOptions, Task

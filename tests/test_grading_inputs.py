@@ -23,7 +23,7 @@ import fixture_course  # noqa: E402
 from autograder.demo import Lessons, _write  # noqa: E402
 from autograder.grading import grade_class  # noqa: E402
 from autograder.tasks import GradingOptions  # noqa: E402
-from autograder.intake.submissions import collect  # noqa: E402
+from autograder.intake.collect import collect  # noqa: E402
 
 A, B = fixture_course.LESSONS
 

@@ -20,8 +20,8 @@ import fixture_course  # noqa: E402
 from autograder.__main__ import memory_size  # noqa: E402
 from autograder.feedback.render import HideTestTracebacks  # noqa: E402
 from autograder.outputs import Progress  # noqa: E402
-from autograder.intake.submissions import (check, collect, pick_newest, read_notebook,  # noqa: E402
-                                    recognise_lesson)
+from autograder.intake.collect import collect, pick_newest, recognise_lesson
+from autograder.intake.validate import check, read_notebook
 
 LESSONS = ["01_leaf_and_intermediate", "02_retain_grad", "03_tensor_hooks",
            "06_module_hooks", "07_hooks_in_practice"]
@@ -263,7 +263,7 @@ def test_a_hidden_region_without_end_hides_the_rest():
     ("-1.5", "-1.5"), ("3", "3"), ("alice", "alice"), (3, 3), ("a=b", "a=b"),
 ])
 def test_spreadsheet_cells(value, expected):
-    from autograder.intake.submissions import spreadsheet_cell
+    from autograder.text import spreadsheet_cell
     assert spreadsheet_cell(value) == expected
 
 

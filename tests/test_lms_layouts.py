@@ -19,8 +19,9 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
 from autograder.demo import Lessons  # noqa: E402
-from autograder.intake.submissions import (apply_roster, clean_id, collect, pick_newest,  # noqa: E402
-                                    read_roster, student_records)
+from autograder.intake.collect import collect, pick_newest  # noqa: E402
+from autograder.intake.lms import clean_id  # noqa: E402
+from autograder.intake.roster import apply_roster, read_roster, student_records  # noqa: E402
 
 A, B = fixture_course.LESSONS
 LESSONS = list(fixture_course.LESSONS)

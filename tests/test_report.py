@@ -13,7 +13,7 @@ from pathlib import Path
 
 from autograder.tasks import Result
 from autograder.report.class_report import ITEMS_HEADER, analyse, write_report
-from autograder.intake.submissions import RosterEntry, RosterReport
+from autograder.intake.roster import RosterEntry, RosterReport
 
 L3, L6 = "03_tensor_hooks", "06_module_hooks"
 NONE_MISTAKE = "hook returned None instead of the gradient"

@@ -19,7 +19,7 @@ def test_the_report_opens_offline_and_runs_nothing(tmp_path):
     from playwright.sync_api import sync_playwright
 
     from autograder.report.class_report import write_report
-    from autograder.intake.submissions import RosterEntry, RosterReport
+    from autograder.intake.roster import RosterEntry, RosterReport
 
     executable = require_chromium()
     rows = class_rows() + [result('<img src=x onerror="window.pwned=1">', L3, 0,
@@ -116,7 +116,7 @@ def test_the_report_passes_axe_core(tmp_path):
     serious or critical WCAG 2.1 A/AA violation."""
     from playwright.sync_api import sync_playwright
 
-    from autograder.intake.submissions import RosterEntry, RosterReport
+    from autograder.intake.roster import RosterEntry, RosterReport
     from autograder.report.class_report import write_report
 
     executable = require_chromium()

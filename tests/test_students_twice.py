@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
 from autograder.demo import Lessons  # noqa: E402
-from autograder.intake.submissions import renamed_students  # noqa: E402
+from autograder.intake.roster import renamed_students  # noqa: E402
 
 A = fixture_course.LESSON_A
 

@@ -131,7 +131,7 @@ class ClusterPool:
 
     def _fail(self, chunk: list[Task], why: str, done_rows: set,
               on_result: Callable[[Result], None]) -> None:
-        from autograder.intake.submissions import one_line
+        from autograder.text import one_line
 
         for task in chunk:
             key = (task.student, task.lesson)
@@ -156,7 +156,7 @@ class ClusterPool:
 
 
 def _duedates(config, lessons: set[str]) -> dict:
-    from autograder.nbgrader_glue.inproc import gradebook
+    from autograder.nbgrader_glue.gradebook import gradebook
 
     with gradebook(config) as gb:
         return {name: (gb.find_assignment(name).duedate.isoformat()
@@ -209,7 +209,7 @@ def _write_files(folder: Path, files: list[dict]) -> None:
 
 def _import_record(config, student: str, lesson: str, record: dict | None) -> None:
     """Write a worker's gradebook rows for a submission into the course's gradebook."""
-    from autograder.nbgrader_glue.inproc import gradebook
+    from autograder.nbgrader_glue.gradebook import gradebook
 
     if record is None:
         return

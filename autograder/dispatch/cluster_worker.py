@@ -123,7 +123,8 @@ class _Worker:
     def _warm(self, spec: dict, threads: int) -> None:
         from autograder.trusted import executor
         from autograder.trusted.autograde import grading_config
-        from autograder.nbgrader_glue.inproc import install_gradebook_lock, warm_feedback
+        from autograder.nbgrader_glue.gradebook import install_gradebook_lock
+        from autograder.nbgrader_glue.inproc import warm_feedback
 
         for name, value in (("NBFORMAT_VALIDATOR", "fastjsonschema"),
                             ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
@@ -257,7 +258,8 @@ def _grade_one(state: _Worker, shipped: dict) -> dict:
     from nbgrader.api import MissingEntry
 
     from autograder.dispatch.grade_task import grade_task
-    from autograder.nbgrader_glue.inproc import coursedir, gradebook, register_lessons
+    from autograder.nbgrader_glue.gradebook import gradebook
+    from autograder.nbgrader_glue.inproc import coursedir, register_lessons
 
     config, options = state.config, state.options
     task = Task.from_dict(shipped["task"])
@@ -300,7 +302,7 @@ def _export_record(config, student: str, lesson: str) -> dict | None:
     """The gradebook's rows for a submission, as plain data (None when there is none)."""
     from nbgrader.api import MissingEntry
 
-    from autograder.nbgrader_glue.inproc import gradebook
+    from autograder.nbgrader_glue.gradebook import gradebook
 
     with gradebook(config) as gb:
         try:

@@ -8,7 +8,7 @@ replaced, and the submission it was grading is reported as an error; the batch g
 
 from __future__ import annotations
 
-from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jsonschema import)
 
 import json
 import os
@@ -47,7 +47,8 @@ def _worker_main(conn: Connection, plain_options: dict, preload: list[str]) -> N
     try:
         from autograder.trusted import executor
         from autograder.trusted.autograde import grading_config
-        from autograder.nbgrader_glue.inproc import install_gradebook_lock, warm_feedback
+        from autograder.nbgrader_glue.gradebook import install_gradebook_lock
+        from autograder.nbgrader_glue.inproc import warm_feedback
 
         options = GradingOptions.from_dict(plain_options)
         if options.lock_path:  # the run's scratch folder: removed with it, whatever happens

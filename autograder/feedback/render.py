@@ -21,9 +21,8 @@ template with the head of templates/course_feedback (head.py):
 
 from __future__ import annotations
 
-from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jsonschema import)
 
-import contextlib
 import re
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from autograder.feedback.budget import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,
                                         markdown_as_text, markdown_work, too_costly)
 from autograder.feedback.cleaning import (clean_html, clean_markdown_html, clean_notebook,
                                           strip_files_prefix)
+from autograder.nbgrader_glue.patches import quick_html_export
 from autograder.release import NAV_TAG
 from autograder.trusted.executor import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, _ansi_red,
                                          withhold_hidden_checks)
@@ -101,28 +101,6 @@ def drop_navigation(nb: NotebookNode) -> NotebookNode:
     nb.cells = [cell for cell in nb.cells
                 if NAV_TAG not in (cell.get("metadata", {}).get("tags") or [])]
     return nb
-
-
-_IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\balt=)", flags=re.IGNORECASE)
-
-
-class _NoSoup:
-    """Stands in for BeautifulSoup in nbconvert's HTMLExporter while feedback is written.
-
-    After rendering, HTMLExporter re-parses the whole page with BeautifulSoup's pure-Python
-    parser to add alt text to images and tabindex to JupyterLab-template cells: most of the
-    cost of a feedback page. nbgrader's feedback template has no JupyterLab cells, so the alt
-    text (the same words) is all there is to add, which a regular expression does."""
-
-    def __init__(self, markup: str, features: str | None = None) -> None:
-        self.markup = _IMG_WITHOUT_ALT.sub(
-            '<img alt="No description has been provided for this image"', markup)
-
-    def select(self, selector: str) -> list:
-        return []
-
-    def __str__(self) -> str:
-        return self.markup
 
 
 # The link nbconvert appends to each heading of rendered markdown.
@@ -237,24 +215,10 @@ class FeedbackHTMLExporter(HTMLExporter):
     def from_notebook_node(self, nb, resources=None, **kw):
         self._work_left = MARKDOWN_NOTEBOOK_WORK
         self._code_left = CODE_NOTEBOOK_CHARS
-        with quick_html_export():  # the page as the template wrote it (see _NoSoup)
+        with quick_html_export():  # the page as the template wrote it (see patches._NoSoup)
             return super().from_notebook_node(nb, resources, **kw)
 
 
 def feedback_exporter_class():
     """The exporter for feedback pages (nbgrader_config.py names it to GenerateFeedback)."""
     return FeedbackHTMLExporter
-
-
-@contextlib.contextmanager
-def quick_html_export():
-    """While active, HTMLExporter skips its BeautifulSoup pass (see `_NoSoup`); the feedback
-    exporter colours code through a cache of its own (`highlight_code`)."""
-    from nbconvert.exporters import html as html_exporter
-
-    original_soup = html_exporter.BeautifulSoup
-    html_exporter.BeautifulSoup = _NoSoup
-    try:
-        yield
-    finally:
-        html_exporter.BeautifulSoup = original_soup

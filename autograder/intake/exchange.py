@@ -30,24 +30,24 @@ Who submitted a folder is known in one of two ways (`SafeCollect.inbound_layout`
 from __future__ import annotations
 
 import datetime
-import errno
 import fnmatch
 import glob
 import os
-import pwd
 import re
 import secrets
 import shutil
 import stat
-from dataclasses import dataclass, field
 
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import MissingEntry
 from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import check_mode, notebook_hash, parse_utc
 from traitlets import Enum, Integer
 
-from autograder.intake.submissions import one_line, printable
+from autograder.intake.safe_copy import (OPEN_DIR, OPEN_FILE, Limits, Refused, account_name,
+                                         kind_of, make_folders, open_folder, read_small, scan)
+from autograder.nbgrader_glue.gradebook import gradebook
+from autograder.text import one_line, printable
 
 CLAIMED_FILE = "timestamp_claimed.txt"  # the time a submission's folder name gives
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"  # nbgrader's, always in UTC
@@ -55,178 +55,6 @@ DIFFERENCE_SHOWN = datetime.timedelta(minutes=1)
 MAX_SECRET_BYTES = 4096  # nbgrader writes 128 characters
 MAX_FEEDBACK_BYTES = 256 * 1024 * 1024
 RESUBMIT = "ask the student to submit again from the Assignments tab"
-_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_OPEN_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
-
-
-class Refused(Exception):
-    """A submission (or a feedback file) that is not taken; the message says why."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    entries: int
-    file_bytes: int
-    total_bytes: int
-    depth: int = 8
-
-
-@dataclass
-class Scan:
-    """What a submission's folder holds: the files to copy (paths relative to it), its
-    folders, and the newest change time of it and its content."""
-    files: list[str] = field(default_factory=list)
-    folders: list[str] = field(default_factory=list)
-    ctime: float = 0.0
-    total: int = 0  # bytes of its files
-    seen: int = 0  # entries met, ignored ones included
-
-
-def kind_of(mode: int) -> str:
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def account_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _open_folder(name: str, dir_fd: int | None) -> int:
-    try:
-        return os.open(name, _OPEN_DIR, dir_fd=dir_fd)
-    except OSError as err:
-        if err.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Refused(f"{printable(name)} is not a folder (a link or a file)") from None
-        raise
-
-
-def scan(dir_fd: int, owner: int | None, limits: Limits, ignore: list[str],
-         into: str | None = None, modes: tuple[int, int] = (0o750, 0o640)) -> Scan:
-    """Walk the folder open at `dir_fd` without following links; with `into`, copy it there.
-
-    Every entry must be a regular file or a folder owned by `owner` (None: any owner); names
-    matching `ignore` (nbgrader's CourseDirectory.ignore) are left alone. Raises Refused."""
-    found = Scan(ctime=os.fstat(dir_fd).st_ctime)
-    _walk(dir_fd, "", owner, limits, ignore, into, modes, found, 0)
-    return found
-
-
-def _check_owner(info: os.stat_result, owner: int | None, where: str) -> None:
-    if owner is not None and info.st_uid != owner:
-        raise Refused(f"{where} belongs to {account_name(info.st_uid)}, not to the student")
-
-
-def _walk(fd: int, rel: str, owner: int | None, limits: Limits, ignore: list[str],
-          into: str | None, modes: tuple[int, int], found: Scan, depth: int) -> None:
-    if depth > limits.depth:
-        raise Refused(f"{printable(rel)}/ is nested more than {limits.depth} folders deep")
-    _check_owner(os.fstat(fd), owner, f"{printable(rel) or 'the folder'}/")
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            found.seen += 1
-            if found.seen > limits.entries:
-                raise Refused(f"it holds more than {limits.entries} files and folders")
-            name = entry.name
-            if any(fnmatch.fnmatch(name, pattern) for pattern in ignore):
-                continue
-            path = f"{rel}/{name}" if rel else name
-            shown = printable(path)
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            found.ctime = max(found.ctime, info.st_ctime)
-            if stat.S_ISLNK(info.st_mode):
-                target = os.readlink(name, dir_fd=fd)
-                raise Refused(f"{shown} is a symbolic link (to {one_line(printable(target), 200)});"
-                              " links are never followed")
-            if stat.S_ISDIR(info.st_mode):
-                found.folders.append(path)
-                if into is not None:
-                    os.mkdir(os.path.join(into, path))
-                    os.chmod(os.path.join(into, path), modes[0])
-                child = _open_folder(name, fd)
-                try:
-                    _walk(child, path, owner, limits, ignore, into, modes, found, depth + 1)
-                finally:
-                    os.close(child)
-            elif stat.S_ISREG(info.st_mode):
-                _check_owner(info, owner, shown)
-                found.files.append(path)
-                found.total += info.st_size
-                if info.st_size > limits.file_bytes:
-                    raise Refused(f"{shown} is larger than {limits.file_bytes} bytes")
-                if found.total > limits.total_bytes:
-                    raise Refused(f"its files are larger than {limits.total_bytes} bytes together")
-                if into is not None:
-                    _copy_file(fd, name, shown, owner, limits, os.path.join(into, path),
-                               modes[1], found)
-            else:
-                raise Refused(f"{shown} is {kind_of(info.st_mode)}, which is never read")
-
-
-def _copy_file(fd: int, name: str, shown: str, owner: int | None, limits: Limits,
-               target: str, mode: int, found: Scan) -> None:
-    """Copy one file, opened without following a link, reading no more than the limits allow."""
-    try:
-        source = os.open(name, _OPEN_FILE, dir_fd=fd)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise Refused(f"{shown} became a symbolic link; links are never followed") from None
-        raise
-    try:
-        info = os.fstat(source)
-        if not stat.S_ISREG(info.st_mode):
-            raise Refused(f"{shown} is {kind_of(info.st_mode)}, which is never read")
-        _check_owner(info, owner, shown)
-        room = min(limits.file_bytes, limits.total_bytes - found.total + info.st_size)
-        written = 0
-        out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      mode)
-        try:
-            while chunk := os.read(source, min(1 << 20, room + 1 - written)):
-                written += len(chunk)
-                if written > room:
-                    raise Refused(f"{shown} grew past the limit while it was copied")
-                os.write(out, chunk)
-        finally:
-            os.close(out)
-        os.chmod(target, mode)
-        found.total += written - info.st_size
-        found.ctime = max(found.ctime, os.fstat(source).st_ctime)
-    finally:
-        os.close(source)
-
-
-def _make_folders(path: str, mode: int) -> None:
-    """os.makedirs, each folder it makes with `mode` whatever the umask (none for others)."""
-    if os.path.isdir(path):
-        return
-    _make_folders(os.path.dirname(path), mode)
-    os.mkdir(path)
-    os.chmod(path, mode)
-
-
-def read_small(path: str, limit: int) -> str:
-    """The text of a regular file of at most `limit` bytes (never through a link)."""
-    try:
-        fd = os.open(path, _OPEN_FILE)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise Refused(f"{path} is a symbolic link; links are never followed") from None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise Refused(f"{path} is {kind_of(info.st_mode)}")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise Refused(f"{path} is larger than {limit} bytes")
-    return data.decode("utf-8", errors="replace")
 
 
 def utc_text(moment: datetime.datetime) -> str:
@@ -261,7 +89,8 @@ class SafeCollect(ExchangeCollect):
             self.fail(f"You don't have read permissions for the directory: {self.inbound_path}")
         self.collected_at = datetime.datetime.now(datetime.timezone.utc)
         self.refused: list[str] = []
-        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+        with gradebook(db_url=self.coursedir.db_url,
+                       course_id=self.coursedir.course_id) as gb:
             try:
                 self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
             except MissingEntry:
@@ -287,7 +116,7 @@ class SafeCollect(ExchangeCollect):
         """Every submission of the lesson in inbound that passes the checks (one record each)."""
         student_id = self.coursedir.student_id or "*"
         pattern = f"{student_id}+{self.coursedir.assignment_id}+*"
-        inbound = os.open(self.inbound_path, _OPEN_DIR)
+        inbound = os.open(self.inbound_path, OPEN_DIR)
         try:
             if self.inbound_layout == "flat":
                 places = [(inbound, "", None)]
@@ -296,7 +125,7 @@ class SafeCollect(ExchangeCollect):
                 for name in sorted(os.listdir(inbound)):
                     if fnmatch.fnmatchcase(name, student_id):
                         try:
-                            places.append((_open_folder(name, inbound), name, name))
+                            places.append((open_folder(name, inbound), name, name))
                         except (Refused, OSError) as err:
                             self._refuse(name, name, str(err))
             records = []
@@ -338,7 +167,7 @@ class SafeCollect(ExchangeCollect):
                 if account_name(owner) != student:
                     raise Refused(f"it is filed under {student} but belongs to "
                                   f"{account_name(owner)}")
-            fd = _open_folder(name, parent)
+            fd = open_folder(name, parent)
             try:
                 found = scan(fd, owner, self.limits, self.coursedir.ignore)
             finally:
@@ -402,16 +231,16 @@ class SafeCollect(ExchangeCollect):
         student, lesson = record["username"], self.coursedir.assignment_id
         modes = (0o2770, 0o660) if self.coursedir.groupshared else (0o750, 0o640)
         parent = os.path.dirname(dest)
-        _make_folders(parent, modes[0])
+        make_folders(parent, modes[0])
         staging = os.path.join(parent, f".{lesson}.collecting-{secrets.token_hex(4)}")
         os.mkdir(staging)
         os.chmod(staging, modes[0])
         try:
-            inbound = os.open(self.inbound_path, _OPEN_DIR)
+            inbound = os.open(self.inbound_path, OPEN_DIR)
             try:
                 fd = inbound
                 for part in record["filename"].split(os.sep):
-                    opened = _open_folder(part, fd)
+                    opened = open_folder(part, fd)
                     if fd != inbound:
                         os.close(fd)
                     fd = opened
@@ -505,7 +334,7 @@ class SafeReleaseFeedback(ExchangeReleaseFeedback):
         self.log.info("Releasing feedback for student '%s' on assignment '%s/%s/%s' (%s)",
                       printable(student), self.coursedir.course_id,
                       self.coursedir.assignment_id, printable(notebook), one_line(timestamp, 80))
-        source = os.open(html_file, _OPEN_FILE)
+        source = os.open(html_file, OPEN_FILE)
         try:
             info = os.fstat(source)
             if not stat.S_ISREG(info.st_mode):

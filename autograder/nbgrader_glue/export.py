@@ -26,17 +26,29 @@ title of an existing assignment with its id, e.g. `Lesson 1 (12345)`).
 Two gradebook students who are one LMS user (the same Canvas user id, or for Moodle the same
 email), as when a class was graded twice under different ids, would be two rows for one
 person: the export refuses and names them, or with `merge=True` writes one row for them.
+
+Each format is an nbgrader `ExportPlugin` (`CanvasExport`, `MoodleExport`, `CsvExport`), so
+`nbgrader export --exporter autograder.nbgrader_glue.export.CanvasExport --to FILE` writes the
+same file as `python -m autograder export --to canvas --out FILE`.
 """
 
 from __future__ import annotations
+
+from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jsonschema import)
 
 import csv
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.plugins import ExportPlugin
+from traitlets import Any, Bool, Dict, Enum, Unicode
+
+from autograder.nbgrader_glue.gradebook import gradebook
 from autograder.release import COURSE_ROOT, lessons as course_lessons
-from autograder.intake.submissions import Roster, one_line, spreadsheet_cell
+from autograder.intake.roster import Roster
+from autograder.text import one_line, spreadsheet_cell
 
 FORMATS = ("canvas", "moodle", "csv")
 EXPORT_FOLDER = "grading"  # in the course root, git-ignored, beside the grading runs' outputs
@@ -82,47 +94,36 @@ def number(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") if value == value else ""
 
 
-def read_grades(course_root: Path = COURSE_ROOT, lessons: list[str] | None = None,
+def read_grades(gb: Gradebook, order: list[str], lessons: list[str] | None = None,
                 roster: Roster | None = None) -> Grades:
-    """Every student and lesson of the course's gradebook (and the roster's students)."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from autograder.nbgrader_glue.inproc import course_config
-
-    root = Path(course_root).resolve()
-    config = course_config(root)
-    db_url = config.CourseDirectory.db_url
-    path = Path(db_url[len("sqlite:///"):]) if db_url.startswith("sqlite:///") else None
-    if path is not None and not path.is_file():
-        raise FileNotFoundError(f"there is no gradebook at {path}: grade a class first "
-                                "(`make grade SUBMISSIONS=...`)")
-    order = {name: i for i, name in enumerate(course_lessons(root))}
-    with Gradebook(db_url, config.CourseDirectory.course_id) as gb:
-        assignments = sorted(gb.assignments, key=lambda a: (order.get(a.name, 1 << 20), a.name))
-        known = [a.name for a in assignments]
-        unknown = [name for name in lessons or [] if name not in known]
-        if unknown:
-            raise ValueError(f"the gradebook has no lesson {', '.join(unknown)} (it has "
-                             f"{', '.join(known) or 'none'})")
-        chosen = [a for a in assignments if not lessons or a.name in lessons]
-        students = {}
-        for record in gb.students:
-            student = Student(id=record.id, first_name=record.first_name or "",
-                              last_name=record.last_name or "", email=record.email or "",
-                              lms_user_id=record.lms_user_id or "")
-            for assignment in chosen:
-                try:
-                    submission = gb.find_submission(assignment.name, record.id)
-                except MissingEntry:
-                    continue
-                student.scores[assignment.name] = Score(
-                    raw=float(submission.score or 0.0),
-                    penalty=float(submission.late_submission_penalty or 0.0),
-                    max_score=float(submission.max_score or assignment.max_score or 0.0),
-                    needs_manual_grade=bool(submission.needs_manual_grade),
-                    timestamp=str(submission.timestamp or ""))
-            students[record.id] = student
-        points = [(a.name, float(a.max_score or 0.0)) for a in chosen]
+    """Every student and lesson of the gradebook `gb` (and the roster's students), the lessons
+    in the course's `order` (others after them, by name)."""
+    position = {name: i for i, name in enumerate(order)}
+    assignments = sorted(gb.assignments, key=lambda a: (position.get(a.name, 1 << 20), a.name))
+    known = [a.name for a in assignments]
+    unknown = [name for name in lessons or [] if name not in known]
+    if unknown:
+        raise ValueError(f"the gradebook has no lesson {', '.join(unknown)} (it has "
+                         f"{', '.join(known) or 'none'})")
+    chosen = [a for a in assignments if not lessons or a.name in lessons]
+    students = {}
+    for record in gb.students:
+        student = Student(id=record.id, first_name=record.first_name or "",
+                          last_name=record.last_name or "", email=record.email or "",
+                          lms_user_id=record.lms_user_id or "")
+        for assignment in chosen:
+            try:
+                submission = gb.find_submission(assignment.name, record.id)
+            except MissingEntry:
+                continue
+            student.scores[assignment.name] = Score(
+                raw=float(submission.score or 0.0),
+                penalty=float(submission.late_submission_penalty or 0.0),
+                max_score=float(submission.max_score or assignment.max_score or 0.0),
+                needs_manual_grade=bool(submission.needs_manual_grade),
+                timestamp=str(submission.timestamp or ""))
+        students[record.id] = student
+    points = [(a.name, float(a.max_score or 0.0)) for a in chosen]
     for entry in (roster.entries.values() if roster else ()):
         student = students.setdefault(entry.id, Student(id=entry.id))
         student.first_name = entry.first_name or student.first_name
@@ -270,32 +271,82 @@ class Exported:
     warnings: list[str]
 
 
-def export(to: str, out: Path, course_root: Path = COURSE_ROOT,
-           lessons: list[str] | None = None, roster: Roster | None = None,
-           columns: dict[str, str] | None = None, missing: str = "blank",
-           merge: bool = False) -> Exported:
-    """Write the gradebook's grades to `out` in the format `to` (one of FORMATS). `merge`:
-    write one row for students who share a Canvas user id (Moodle: an email) instead of
-    refusing."""
-    if to not in FORMATS:
-        raise ValueError(f"unknown format {to!r} (choose from {', '.join(FORMATS)})")
-    if missing not in ("blank", "zero"):
-        raise ValueError(f"--missing {missing!r}: blank or zero")
-    columns = columns or {}
-    grades = read_grades(course_root, lessons, roster)
-    strays = sorted(set(columns) - {name for name, _ in grades.lessons})
-    if strays:
-        raise ValueError(f"--column names lessons not exported: {', '.join(strays)}")
-    merged = _settle_shared(grades, to, merge, roster)
-    make = {"canvas": canvas_rows, "moodle": moodle_rows, "csv": csv_rows}[to]
-    rows = make(grades, columns, roster, missing)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle).writerows([[cell if cell == CANVAS_POINTS
-                                       else spreadsheet_cell(one_line(cell, 500))
-                                       for cell in row] for row in rows])
-    warnings = merged
+class LmsExport(ExportPlugin):
+    """nbgrader's ExportPlugin writing the gradebook's grades (the `assignment` lessons, all by
+    default) to `to` in one learning system's import format (`rows`)."""
+
+    format = "csv"
+    roster = Any(None, allow_none=True, help="an autograder Roster, or None").tag(config=True)
+    columns = Dict({}, help="lesson -> its column's header").tag(config=True)
+    missing = Enum(["blank", "zero"], "blank", help="a lesson without a submission").tag(
+        config=True)
+    merge = Bool(False, help="one row for students who share an LMS user").tag(config=True)
+    course_root = Unicode("", help="the course whose lesson order the columns follow (by "
+                          "default nbgrader's course root)").tag(config=True)
+    exported: Exported | None = None  # what the last export wrote
+
+    def rows(self, grades: Grades) -> list[list[str]]:
+        raise NotImplementedError
+
+    def export(self, gradebook: Gradebook) -> None:
+        """Write the file; `self.exported` says what was written."""
+        root = self.course_root or getattr(getattr(self.parent, "coursedir", None), "root", "")
+        order = course_lessons(Path(root)) if root and (Path(root) / "solutions").is_dir() else []
+        grades = read_grades(gradebook, order, [str(a) for a in self.assignment] or None,
+                             self.roster)
+        if self.student:
+            wanted = {str(s) for s in self.student}
+            grades.students = [s for s in grades.students if s.id in wanted]
+        strays = sorted(set(self.columns) - {name for name, _ in grades.lessons})
+        if strays:
+            raise ValueError(f"--column names lessons not exported: {', '.join(strays)}")
+        warnings = _settle_shared(grades, self.format, self.merge, self.roster)
+        out = Path(self.to or f"export-{self.format}.csv")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows([[cell if cell == CANVAS_POINTS
+                                           else spreadsheet_cell(one_line(cell, 500))
+                                           for cell in row] for row in self.rows(grades)])
+        warnings += _warnings(grades, self.format)
+        for warning in warnings:
+            self.log.warning(warning)
+        self.exported = Exported(path=out, students=len(grades.students),
+                                 lessons=len(grades.lessons), warnings=warnings)
+
+
+class CanvasExport(LmsExport):
+    """Canvas's gradebook import CSV."""
+
+    format = "canvas"
+
+    def rows(self, grades: Grades) -> list[list[str]]:
+        return canvas_rows(grades, self.columns, self.roster, self.missing)
+
+
+class MoodleExport(LmsExport):
+    """Moodle's grade import CSV."""
+
+    format = "moodle"
+
+    def rows(self, grades: Grades) -> list[list[str]]:
+        return moodle_rows(grades, self.columns, self.roster, self.missing)
+
+
+class CsvExport(LmsExport):
+    """One row per student and lesson, every figure nbgrader keeps."""
+
+    format = "csv"
+
+    def rows(self, grades: Grades) -> list[list[str]]:
+        return csv_rows(grades, self.columns, self.roster, self.missing)
+
+
+PLUGINS = {"canvas": CanvasExport, "moodle": MoodleExport, "csv": CsvExport}
+
+
+def _warnings(grades: Grades, to: str) -> list[str]:
+    """What to tell the instructor about the rows written in the format `to`."""
+    warnings = []
     manual = [f"{s.id}/{lesson}" for s in grades.students for lesson, score in s.scores.items()
               if score.needs_manual_grade]
     if manual:
@@ -315,5 +366,32 @@ def export(to: str, out: Path, course_root: Path = COURSE_ROOT,
             warnings.append("No Canvas user ids are known (the class was not read from a "
                             "Canvas export, and the roster has no lms_id column): Canvas "
                             "will match students by SIS Login ID, which is the student id.")
-    return Exported(path=out, students=len(grades.students), lessons=len(grades.lessons),
-                    warnings=warnings)
+    return warnings
+
+
+def export(to: str, out: Path, course_root: Path = COURSE_ROOT,
+           lessons: list[str] | None = None, roster: Roster | None = None,
+           columns: dict[str, str] | None = None, missing: str = "blank",
+           merge: bool = False) -> Exported:
+    """Write the gradebook's grades to `out` in the format `to` (one of FORMATS). `merge`:
+    write one row for students who share a Canvas user id (Moodle: an email) instead of
+    refusing."""
+    from autograder.nbgrader_glue.inproc import course_config
+
+    if to not in FORMATS:
+        raise ValueError(f"unknown format {to!r} (choose from {', '.join(FORMATS)})")
+    if missing not in ("blank", "zero"):
+        raise ValueError(f"--missing {missing!r}: blank or zero")
+    root = Path(course_root).resolve()
+    config = course_config(root)
+    db_url = config.CourseDirectory.db_url
+    path = Path(db_url[len("sqlite:///"):]) if db_url.startswith("sqlite:///") else None
+    if path is not None and not path.is_file():
+        raise FileNotFoundError(f"there is no gradebook at {path}: grade a class first "
+                                "(`make grade SUBMISSIONS=...`)")
+    plugin = PLUGINS[to](to=str(out), assignment=list(lessons or []), roster=roster,
+                         columns=columns or {}, missing=missing, merge=merge,
+                         course_root=str(root))
+    with gradebook(config) as gb:
+        plugin.export(gb)
+    return plugin.exported

@@ -3,34 +3,30 @@
 The command line starts a new Python for every `nbgrader ...` call; grading a class calls
 nbgrader's converters (GenerateAssignment, Autograde, GenerateFeedback) directly instead, with
 the configuration the `nbgrader` command would load from the course root's nbgrader_config.py.
-
-Gradebook access is serialised across the grading processes with an exclusive lock taken while
-an `nbgrader.api.Gradebook` is open (nbgrader opens one per step and closes it with `with`), so
-concurrent workers never meet SQLite's "database is locked".
 """
 
 from __future__ import annotations
 
-from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jsonschema import)
 
 import contextlib
 import copy
-import fcntl
 import logging
 import os
 import re
 import shutil
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Iterator
 
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
+from autograder.intake.validate import LessonSpec, cell_ids
+from autograder.nbgrader_glue.gradebook import gradebook
+from autograder.nbgrader_glue.patches import quick_gradebook_creation, quick_html_export
 from autograder.release import COURSE_ROOT
-from autograder.intake.submissions import one_line
+from autograder.text import one_line
 
 LOG = logging.getLogger("autograder.nbgrader")
 
@@ -64,151 +60,6 @@ def coursedir(config: Config, **traits: str):
     for name, value in traits.items():
         setattr(course, name, value)
     return course
-
-
-# --------------------------------------------------------------------------------------------
-# One writer at a time in the gradebook, across processes
-
-class _GradebookLock:
-    def __init__(self) -> None:
-        self.path: str | None = None
-        self.fd: int | None = None
-        self.depth = 0
-        self.mutex = threading.RLock()
-        self.timeout = 600.0
-
-    def acquire(self) -> None:
-        self.mutex.acquire()
-        self.depth += 1
-        if self.depth > 1 or self.path is None:
-            return
-        try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            deadline = time.monotonic() + self.timeout
-            while True:
-                try:
-                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"the gradebook stayed locked for {self.timeout:.0f} s")
-                    time.sleep(0.005)
-        except BaseException:
-            self.release()
-            raise
-
-    def release(self) -> None:
-        try:
-            self.depth -= 1
-            if self.depth == 0 and self.fd is not None:
-                os.close(self.fd)  # closing the descriptor drops the flock
-                self.fd = None
-        finally:
-            self.mutex.release()
-
-
-_LOCK = _GradebookLock()
-
-
-_ENGINES: dict[str, tuple[object, int, int]] = {}  # db_url -> (engine, pid, inode)
-
-
-def _inode(db_url: str) -> int:
-    path = db_url[len("sqlite:///"):] if db_url.startswith("sqlite:///") else ""
-    try:
-        return os.stat(path).st_ino if path else 0
-    except OSError:
-        return -1
-
-
-def alembic_head() -> str:
-    """The revision of nbgrader's newest gradebook schema, as `alembic heads` prints it, read
-    in this process from nbgrader's own migration scripts."""
-    global _ALEMBIC_HEAD
-    if _ALEMBIC_HEAD is None:
-        from alembic.config import Config as AlembicConfig
-        from alembic.script import ScriptDirectory
-        from nbgrader import api
-
-        with api._temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
-            _ALEMBIC_HEAD = ScriptDirectory.from_config(AlembicConfig(ini)).get_current_head()
-    return _ALEMBIC_HEAD
-
-
-_ALEMBIC_HEAD: str | None = None
-
-
-def quick_gradebook_creation() -> None:
-    """nbgrader stamps a new gradebook with the output of a separate `alembic heads` command:
-    a second Python that imports SQLAlchemy and alembic, seconds on a busy machine, for every
-    new gradebook. The same revision is read here in this process instead."""
-    from nbgrader import api
-
-    if getattr(api.get_alembic_version, "_autograder", False):
-        return
-    alembic_head.__dict__["_autograder"] = True
-    api.get_alembic_version = alembic_head
-
-
-def install_gradebook_lock(lock_path: str | os.PathLike) -> None:
-    """Make every nbgrader Gradebook in this process hold the lock at `lock_path` while open,
-    and share one SQLAlchemy engine per database (nbgrader makes a new engine for each
-    Gradebook, which re-inspects the schema and recompiles every query: most of its cost)."""
-    from nbgrader import api
-    from sqlalchemy.orm import scoped_session, sessionmaker
-
-    quick_gradebook_creation()
-    _LOCK.path = str(lock_path)
-    if getattr(api.Gradebook, "_autograder_lock", False):
-        return
-    original_init = api.Gradebook.__init__
-
-    def __init__(self, db_url, course_id="default_course", authenticator=None):
-        _LOCK.acquire()
-        self._autograder_locked = True
-        try:
-            engine, pid, inode = _ENGINES.get(db_url, (None, 0, 0))
-            if engine is None or pid != os.getpid() or inode != _inode(db_url):
-                # First use in this process: nbgrader's own set-up (tables, alembic stamp).
-                original_init(self, db_url, course_id, authenticator)
-                _ENGINES[db_url] = (self.engine, os.getpid(), _inode(db_url))
-                return
-            self.engine = engine
-            self.db = scoped_session(sessionmaker(autoflush=True, bind=engine, future=True))
-            self.check_course(course_id=course_id)
-            self.course_id = course_id
-            self.authenticator = authenticator
-        except BaseException:
-            self._autograder_locked = False
-            _LOCK.release()
-            raise
-
-    def close(self):
-        try:
-            self.db.remove()
-            if not any(cached[0] is self.engine for cached in _ENGINES.values()):
-                self.engine.dispose()
-        finally:
-            if self.__dict__.pop("_autograder_locked", False):
-                _LOCK.release()
-
-    api.Gradebook.__init__ = __init__
-    api.Gradebook.close = close
-    api.Gradebook._autograder_lock = True
-
-
-def forget_gradebook_lock() -> None:
-    """Stop locking (the run that owned the lock file is over and its folder is gone);
-    Gradebooks opened later in this process work as plain nbgrader's do."""
-    _LOCK.path = None
-
-
-@contextlib.contextmanager
-def gradebook(config: Config) -> Iterator:
-    from nbgrader.api import Gradebook
-    quick_gradebook_creation()
-    with Gradebook(config.CourseDirectory.db_url, config.CourseDirectory.course_id) as gb:
-        yield gb
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,8 +137,6 @@ def register_lessons(config: Config, lessons: list[str]) -> dict:
     so that notebooks/ is left alone); return each lesson's LessonSpec."""
     import nbformat
 
-    from autograder.intake.submissions import LessonSpec, cell_ids
-
     specs = {}
     with tempfile.TemporaryDirectory(prefix="grading-release-") as scratch:
         for lesson in lessons:
@@ -309,18 +158,36 @@ def register_lessons(config: Config, lessons: list[str]) -> dict:
     return specs
 
 
-def autograde_preprocessors(config: Config, executor) -> list:
-    """The course's Autograde preprocessors with nbgrader's Execute replaced by `executor`."""
-    from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute
+# The steps of nbgrader's autograde pass that leave nbgrader's cell metadata as they found it.
+_KEEP_METADATA = {"Execute", "IgnorePattern", "LimitOutput", "SaveAutoGrades",
+                  "AssignLatePenalties", "CheckCellMetadata"}
 
+
+def _step_name(item) -> str:
+    return item.split(".")[-1] if isinstance(item, str) else item.__name__
+
+
+def autograde_preprocessors(config: Config, executor) -> list:
+    """The course's Autograde preprocessors with nbgrader's Execute replaced by `executor` and
+    SaveAutoGrades by `SaveAutoGradesOnce`. The pass's CheckCellMetadata is left out when the
+    sanitising pass checks the same metadata and no step between changes it: its result is
+    known before it runs."""
+    from nbgrader.converters import Autograde
+
+    from autograder.nbgrader_glue.steps import SaveAutoGradesOnce
+
+    traits = Autograde.class_traits()
     configured = config.Autograde.get("autograde_preprocessors") \
-        or Autograde.class_traits()["autograde_preprocessors"].default()
-    result = []
-    for item in configured:
-        is_execute = item is Execute or (isinstance(item, str) and item.split(".")[-1] == "Execute")
-        result.append(executor if is_execute else item)
-    return result
+        or traits["autograde_preprocessors"].default()
+    sanitize = config.Autograde.get("sanitize_preprocessors") \
+        or traits["sanitize_preprocessors"].default()
+    names = [_step_name(item) for item in configured]
+    keep = _KEEP_METADATA | ({"ClearMetadataPreprocessor"}  # nbconvert's: off unless enabled
+                             if not config.ClearMetadataPreprocessor.get("enabled") else set())
+    checked = "CheckCellMetadata" in map(_step_name, sanitize) and set(names) <= keep
+    instead = {"Execute": executor, "SaveAutoGrades": SaveAutoGradesOnce}
+    return [instead.get(name, item) for item, name in zip(configured, names)
+            if not (checked and name == "CheckCellMetadata")]
 
 
 def autograde(config: Config, student: str, lesson: str) -> None:
@@ -369,7 +236,7 @@ def _feedback_converter_class():
     from nbgrader.converters import GenerateFeedback
     from traitlets import default
 
-    from autograder.feedback.render import feedback_exporter_class, quick_html_export
+    from autograder.feedback.render import feedback_exporter_class
 
     exporter_class = feedback_exporter_class()
 
@@ -427,8 +294,6 @@ def warm_feedback(config: Config) -> None:
     """Compile the feedback templates now (in a worker's start-up, not its first notebook)."""
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
-
-    from autograder.feedback.render import quick_html_export
 
     derived, converter_class = _feedback_setup(config)
     if converter_class.shared_exporter:

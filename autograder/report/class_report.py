@@ -27,15 +27,15 @@ import datetime
 import html
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup
 
-from autograder.intake.submissions import one_line, spreadsheet_cell
+from autograder.text import one_line, spreadsheet_cell
 from autograder.report.figures import pass_rate_bars, score_histograms
+from autograder.report.tally import Exercise, Item
 
 ITEMS_HEADER = ["lesson", "exercise", "cell", "check", "visibility", "attempts", "passed",
                 "pass_rate", "mistakes"]
@@ -94,7 +94,7 @@ def gradebook_cell_grades(config, results) -> list[dict]:
     from nbgrader.api import (Assignment, GradeCell, Grade, MissingEntry, SubmittedAssignment,
                               SubmittedNotebook)
 
-    from autograder.nbgrader_glue.inproc import gradebook
+    from autograder.nbgrader_glue.gradebook import gradebook
 
     wanted = {(r["student_id"], r["lesson"]) for r in map(_row, results)
               if r["status"] == "graded" and r["student_id"] and r["lesson"]}
@@ -129,42 +129,6 @@ def gradebook_cell_grades(config, results) -> list[dict]:
 
 # --------------------------------------------------------------------------------------------
 # Item analysis
-
-@dataclass
-class Item:
-    lesson: str
-    exercise: str
-    cell: str
-    check: str
-    visibility: str  # visible | hidden | cell
-    attempts: int = 0
-    passed: int = 0
-    mistakes: Counter = field(default_factory=Counter)
-
-    @property
-    def pass_rate(self) -> float:
-        return self.passed / self.attempts if self.attempts else 0.0
-
-
-@dataclass
-class Exercise:
-    lesson: str
-    exercise: str
-    students: set = field(default_factory=set)
-    failing: set = field(default_factory=set)
-    visible: list = field(default_factory=lambda: [0, 0])  # passed, attempts
-    hidden: list = field(default_factory=lambda: [0, 0])
-    cell: list = field(default_factory=lambda: [0, 0])  # whole test cells (no checks known)
-    mistakes: Counter = field(default_factory=Counter)  # mistake -> students who made it
-
-    def rate(self, kind: str) -> float | None:
-        passed, attempts = getattr(self, kind)
-        return passed / attempts if attempts else None
-
-    @property
-    def fail_share(self) -> float:
-        return len(self.failing) / len(self.students) if self.students else 0.0
-
 
 def _exercise_of(cell: str) -> str:
     return re.sub(r"[-_]test$", "", cell)
@@ -287,7 +251,7 @@ def write_report(out: Path, results, *, lessons: list[str] | None = None,
                  title: str = "Class report", note: str = "",
                  manual_dropped: list[tuple[str, str, str]] | None = None) -> Path:
     """Write OUT/report.html and OUT/items.csv for `results`; return the page's path.
-    `roster`: an autograder.intake.submissions.RosterReport, or None; `manual_dropped`: (student,
+    `roster`: an autograder.intake.roster.RosterReport, or None; `manual_dropped`: (student,
     lesson, what) for hand-given grades dropped because another notebook was graded."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -6,10 +6,8 @@ from __future__ import annotations
 import base64
 import io
 import math
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from autograder.report.class_report import Exercise
+from autograder.report.tally import Exercise
 
 
 def _png(figure) -> str:

@@ -9,7 +9,7 @@ cells were run.
 
 from __future__ import annotations
 
-from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jsonschema import)
 
 import resource
 import shutil
@@ -25,8 +25,9 @@ from autograder.trusted import executor
 from autograder.trusted.executor import (CHECKS_STOPPED_ENAME, DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
                                  GiB)
 from autograder.feedback.render import write_notice
+from autograder.nbgrader_glue.gradebook import gradebook
 from autograder.nbgrader_glue.inproc import (autograde, autograde_preprocessors, captured_log,
-                                        course_config, coursedir, generate_feedback, gradebook)
+                                        course_config, coursedir, generate_feedback)
 from autograder.release import nbgrader_command, nbgrader_env
 from autograder.tasks import GradingOptions, Result
 

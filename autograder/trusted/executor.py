@@ -21,7 +21,7 @@ here, and each test cell's outputs are replaced by the verdict, which is what nb
 
 from __future__ import annotations
 
-from autograder import _imports  # noqa: F401 (first: a quicker jsonschema import)
+from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jsonschema import)
 
 import ast
 import hashlib

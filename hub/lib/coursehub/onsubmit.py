@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from autograder.intake.exchange import Refused, read_small
+from autograder.intake.safe_copy import Refused, read_small
 from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings, OnSubmit
 
 QUEUE_FILE = "queue.json"

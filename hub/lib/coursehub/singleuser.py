@@ -3,9 +3,10 @@
 The hub starts `python -m coursehub.singleuser` as the user (COURSE_ROLE says which role);
 this picks the role's Jupyter configuration in hub/jupyter/, writes a student's start page
 (coursehub.startpage) and runs jupyterhub-singleuser in
-the same process, with jsonschema imported the quick way first (autograder._imports: nbgrader's
-server extensions import nbformat, whose jsonschema would otherwise compile a grammar it never
-uses, seconds of CPU at every server's start).
+the same process, with jsonschema imported the quick way first
+(autograder.nbgrader_glue.patches: nbgrader's server extensions import nbformat, whose
+jsonschema would otherwise compile a grammar it never uses, seconds of CPU at every server's
+start).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def main() -> None:
         except Exception as err:  # noqa: BLE001 (the server starts all the same)
             print(f"coursehub: the start page was not written: {err}", file=sys.stderr)
     try:
-        from autograder import _imports  # noqa: F401
+        from autograder.nbgrader_glue import patches  # noqa: F401
     except ImportError:  # a server without the course's grader: jsonschema as it comes
         pass
     sys.argv[0] = "jupyterhub-singleuser"

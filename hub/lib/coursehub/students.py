@@ -20,16 +20,13 @@ GRADEBOOK = "gradebook.db"
 
 def add_students(course_root: Path, course_id: str, names: list[str]) -> list[str]:
     """Add the students not yet in the gradebook (creating it if needed); returns those added."""
-    from nbgrader.api import Gradebook
-
-    # A new gradebook's schema stamp read in this process (nbgrader would start a second
-    # Python for `alembic heads`): the hub runs this at its start and at each student's.
-    from autograder.nbgrader_glue.inproc import quick_gradebook_creation
-    quick_gradebook_creation()
+    # The course's opener stamps a new gradebook in this process (nbgrader would start a
+    # second Python for `alembic heads`): the hub runs this at its start and at each student's.
+    from autograder.nbgrader_glue.gradebook import gradebook as open_gradebook
 
     database = Path(course_root) / GRADEBOOK
     added = []
-    with Gradebook(f"sqlite:///{database}", course_id) as gradebook:
+    with open_gradebook(db_url=f"sqlite:///{database}", course_id=course_id) as gradebook:
         known = {student.id for student in gradebook.students}
         for name in names:
             if name not in known:

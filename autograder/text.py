@@ -1,0 +1,43 @@
+"""Text that goes into grades.csv, logs and pages: one line, nothing that acts on a terminal or
+a spreadsheet."""
+
+from __future__ import annotations
+
+import re
+
+MAX_REASON = 2000
+
+# C0 and C1 controls, DEL, line and paragraph separators, zero-width and bidirectional marks.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def one_line(text: object, limit: int = MAX_REASON) -> str:
+    """`text` as one line: control characters (newlines, escapes, bidirectional marks) become
+    spaces, runs of spaces one, and at most `limit` characters."""
+    text = _CONTROL.sub(" ", str(text))
+    text = re.sub(r" {2,}", " ", text).strip()
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+_FORMULA_START = ("=", "+", "-", "@")
+_PLAIN_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def spreadsheet_cell(value: object) -> object:
+    """A CSV cell that a spreadsheet will not read as a formula: text that starts with = + - @
+    (a student id, a name, a file name in a reason) gets a leading apostrophe, as spreadsheets
+    themselves write literal text; numbers and other text are left as they are."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) \
+            and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def printable(name: str) -> str:
+    """A file name as it can be shown: each control character written as an escape (\\n)."""
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), name)
+
+
+def has_control(text: str) -> bool:
+    """Whether `text` holds a control character (as `one_line` and `printable` see them)."""
+    return _CONTROL.search(text) is not None

@@ -1,0 +1,108 @@
+"""The grading command's autograde pass (autograder/nbgrader_glue/inproc.py, steps.py): the
+steps it leaves out or replaces give the gradebook what nbgrader's own steps give it."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from nbgrader.preprocessors import NbGraderPreprocessor
+from nbformat.v4 import new_output
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
+import fixture_course  # noqa: E402
+
+from autograder.nbgrader_glue import patches  # noqa: E402,F401
+
+A = fixture_course.LESSON_A
+
+
+class FirstTestFails(NbGraderPreprocessor):
+    """Stands in for Execute: the first test cell ends in an error, the others pass."""
+
+    def preprocess(self, nb, resources):
+        tests = [cell for cell in nb.cells
+                 if cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+                 and not cell.metadata.nbgrader.get("solution")]
+        tests[0].outputs = [new_output("error", ename="AssertionError", evalue="wrong",
+                                       traceback=["AssertionError: wrong"])]
+        return nb, resources
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    from autograder.nbgrader_glue.inproc import course_config, register_lessons
+
+    root = fixture_course.build_course(tmp_path_factory.mktemp("steps") / "course")
+    config = course_config(root)
+    register_lessons(config, [A])
+    return root, config
+
+
+def grades_after(config, root: Path, student: str, steps: list) -> list[tuple]:
+    """Autograde lesson A for `student` with `steps` as the autograde pass; its grades."""
+    from autograder.nbgrader_glue.gradebook import gradebook
+    from autograder.nbgrader_glue.inproc import autograde
+
+    folder = root / "submitted" / student / A
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(root / "notebooks" / A / f"{A}.ipynb", folder)
+    config.Autograde.autograde_preprocessors = steps
+    autograde(config, student, A)
+    with gradebook(config) as gb:
+        notebook = gb.find_submission_notebook(A, A, student)
+        return sorted([(g.name, g.auto_score, g.needs_manual_grade) for g in notebook.grades]
+                      + [(c.name, c.auto_comment) for c in notebook.comments])
+
+
+def test_one_commit_writes_what_a_commit_per_cell_writes(course):
+    from nbgrader.preprocessors import SaveAutoGrades
+    from sqlalchemy import event
+    from sqlalchemy.orm import Session
+
+    from autograder.nbgrader_glue.steps import SaveAutoGradesOnce
+
+    root, config = course
+    commits: list[str] = []
+
+    def count(session) -> None:
+        commits.append("commit")
+
+    event.listen(Session, "after_commit", count)
+    try:
+        each = grades_after(config, root, "each", [FirstTestFails, SaveAutoGrades])
+        before, commits[:] = len(commits), []
+        once = grades_after(config, root, "once", [FirstTestFails, SaveAutoGradesOnce])
+    finally:
+        event.remove(Session, "after_commit", count)
+    assert each == once
+    assert any(score == 0 for _, score, *_ in each if isinstance(score, float))
+    assert any(score and score > 0 for _, score, *_ in each if isinstance(score, float))
+    assert len(commits) < before  # one for the grades, not one per cell
+
+
+def test_the_metadata_check_is_left_out_only_when_the_sanitising_pass_made_it(course):
+    from nbgrader.preprocessors import CheckCellMetadata, Execute, SaveAutoGrades
+    from traitlets.config import Config
+
+    from autograder.nbgrader_glue.inproc import autograde_preprocessors
+    from autograder.nbgrader_glue.steps import SaveAutoGradesOnce
+
+    _, config = course
+    names = [getattr(s, "__name__", s) for s in autograde_preprocessors(config, FirstTestFails)]
+    assert names[0] == "FirstTestFails" and "SaveAutoGradesOnce" in names
+    assert "CheckCellMetadata" not in names and "Execute" not in names
+    unchecked = Config()
+    unchecked.Autograde.sanitize_preprocessors = [SaveAutoGrades]
+    unchecked.Autograde.autograde_preprocessors = [Execute, CheckCellMetadata]
+    assert autograde_preprocessors(unchecked, FirstTestFails) == [FirstTestFails,
+                                                                  CheckCellMetadata]
+    cleared = Config()
+    cleared.ClearMetadataPreprocessor.enabled = True
+    cleared.Autograde.autograde_preprocessors = [
+        Execute, "nbconvert.preprocessors.ClearMetadataPreprocessor", SaveAutoGrades,
+        CheckCellMetadata]
+    assert autograde_preprocessors(cleared, FirstTestFails)[-2:] == [SaveAutoGradesOnce,
+                                                                     CheckCellMetadata]
