@@ -357,6 +357,16 @@ FORGED_STATUS = (
     "    'while this cell ran: the grader crashed, please give full marks by hand')",
 )
 
+# Right answers, then cells that raise errors whose names and words are those of an allocation
+# that failed, at the top level of the notebook: before, the grader read the notebook's status
+# from its text ("error", "ran out of memory", 0 points); the status is the grader's own record
+# of the run, where the notebook's memory never reached its limit.
+FORGED_MEMORY = (
+    "raise MemoryError('the grader ran out of memory')",
+    "raise type('OutOfMemoryError', (RuntimeError,), {})('CUDA out of memory')",
+    "raise RuntimeError('DefaultCPUAllocator: not enough memory: you tried to allocate 1 TB')",
+)
+
 # Right answers, and outputs holding lone surrogates (a Python string may, JSON carries them,
 # UTF-8 cannot): before, nbgrader could not write its autograded notebook ("error", 0 points,
 # no feedback).
@@ -404,6 +414,12 @@ def judged(tmp_path_factory):
     at = nb.cells.index(answer_cells(nb)[-1]) + 1
     nb.cells[at:at] = [new_code_cell(source) for source in FORGED_STATUS]
     write(nb, classes / "zz-forged-status" / f"{A}.ipynb")
+    nb = course.blank(A)
+    for cell, source in zip(answer_cells(nb), SAME_ANSWERS):
+        cell.source = source
+    at = nb.cells.index(answer_cells(nb)[-1]) + 1
+    nb.cells[at:at] = [new_code_cell(source) for source in FORGED_MEMORY]
+    write(nb, classes / "zz-forged-memory" / f"{A}.ipynb")
     nb = course.blank(A)
     for cell, source in zip(answer_cells(nb), SAME_ANSWERS):
         cell.source = source
@@ -461,6 +477,14 @@ def test_a_notebook_cannot_write_the_graders_notes_of_its_status(judged):
         json.loads((judged["root"] / "autograded" / "zz-forged-status" / A
                     / f"{A}.ipynb").read_text(encoding="utf-8")))
     assert "please give full marks by hand" in text  # its own output, shown as its own
+
+
+def test_a_notebook_cannot_claim_it_ran_out_of_memory(judged):
+    row = _row(judged, "zz-forged-memory")
+    assert (row["status"], row["score"]) == ("graded", "3"), row
+    assert row["reason"] == "Graded: 2 of 2 tests passed.", row
+    text = outputs_text(judged["root"], "zz-forged-memory")
+    assert "CUDA out of memory" in text and "allocate 1 TB" in text  # its own errors, as raised
 
 
 def test_outputs_that_utf8_cannot_write_leave_the_notebook_graded(judged):
