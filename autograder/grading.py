@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.trusted.autograde import GiB, Result, Settings, grade_submission, grading_config
-from autograder.trusted.executor import submission_digest
+from autograder.trusted.seeds import submission_digest
 from autograder.feedback.render import write_notice
 from autograder.nbgrader_glue.inproc import (course_config, coursedir, forget_gradebook_lock,
                                         gradebook, install_gradebook_lock, register_lessons,

@@ -10,7 +10,7 @@ cell of it into the feedback page's HTML, and the size of that HTML:
   cell as plain text); "before" (with --before: minutes) is nbconvert's mistune, the cleaning
   and nbconvert's strip_files_prefix, as the page was made before;
 - colour codes (one printed output of that size): "after" is nbconvert's ansi2html on the
-  output as the grader keeps it (autograder.trusted.executor._clean_output), "before" on the raw one.
+  output as the grader keeps it (autograder.trusted.outputs.clean_output), "before" on the raw one.
 
 The work estimate (autograder.feedback.render.markdown_work) is printed beside each markdown case: a
 cell over MARKDOWN_CELL_WORK is shown as plain text. Other work on the machine slows every
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autograder.feedback import render as feedback  # noqa: E402
-from autograder.trusted.executor import _clean_output  # noqa: E402
+from autograder.trusted.outputs import clean_output as _clean_output  # noqa: E402
 
 
 def fill(unit: str, size: int) -> str:

@@ -438,7 +438,7 @@ def judged(tmp_path_factory):
 
 def _digest(classes, student: str) -> str:
     """The digest of the student's submission, which its hidden inputs are drawn for."""
-    from autograder.trusted.executor import submission_digest
+    from autograder.trusted.seeds import submission_digest
     return submission_digest((classes / student / f"{A}.ipynb").read_bytes())
 
 
@@ -500,7 +500,7 @@ def _drawn_inputs(root, student: str, exercise: str, name: str, digest: str) -> 
     """The arguments the hidden scenario `name` gives the answer for `student`'s submission of
     digest `digest`: the scenario run here on the seed drawn for it, with a stand-in that
     records its inputs."""
-    from autograder.trusted.executor import course_secret, scenario_seed
+    from autograder.trusted.seeds import course_secret, scenario_seed
     from autograder.sandbox.observe import load_module
     from coursekit.scenarios import collect, generator
 
@@ -523,7 +523,7 @@ def _reference_values(root, student: str, digest: str) -> list[float]:
     `digest`: the reference solution's observations on the inputs drawn for it."""
     import torch
 
-    from autograder.trusted.executor import course_secret, scenario_seed
+    from autograder.trusted.seeds import course_secret, scenario_seed
     from autograder.sandbox.observe import load_module, run_scenarios
 
     module = load_module((root / "scenarios" / f"{A}.py").read_text(), "scenarios")
@@ -579,7 +579,7 @@ def test_no_feedback_shows_hidden_tests_or_expected_hidden_values(judged):
 def test_same_answers_full_marks_on_different_inputs(judged):
     import torch
 
-    from autograder.trusted.executor import course_secret, scenario_seed
+    from autograder.trusted.seeds import course_secret, scenario_seed
 
     root, classes = judged["root"], judged["classes"]
     for student in ("aa-honest-1", "aa-honest-2"):

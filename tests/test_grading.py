@@ -319,7 +319,7 @@ def test_a_notebook_that_kills_its_worker(graded, tmp_path):
     from autograder.trusted.autograde import Settings
     from autograder.demo import Lessons
     from autograder.nbgrader_glue.inproc import gradebook, course_config
-    from autograder.trusted.executor import submission_digest
+    from autograder.trusted.seeds import submission_digest
     from autograder.dispatch.pool import WorkerPool
 
     root = graded["root"]

@@ -547,7 +547,7 @@ def connect(address: str, root: Path, *, timeout: int, memory_limit: int,
     grade."""
     from distributed import Client
 
-    from autograder.trusted.executor import course_secret
+    from autograder.trusted.seeds import course_secret
 
     course_secret(root)  # the command's course has its secret before it is compared
     digest = course_digest(root)
