@@ -45,8 +45,8 @@ from traitlets import Bool, Unicode
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder.trusted.notes import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME, withhold_hidden_checks,
-                                      ansi_red as _ansi_red)
+from autograder.trusted.notes import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
+                                      ansi_red as _ansi_red, withhold_hidden_checks)
 
 # Errors the grader writes itself: their one-line traceback is a message for the student.
 _OWN_ERRORS = {TIMEOUT_ENAME, DEAD_ENAME, NOT_RUN_ENAME}

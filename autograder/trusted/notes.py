@@ -147,7 +147,7 @@ WITHHELD_NOTE = "The hidden checks' results are shown after the deadline."
 
 
 def withhold_hidden_checks(cell: NotebookNode) -> None:
-    """Remove the hidden checks' lines from a test cell's verdict (_verdict_outputs' text),
+    """Remove the hidden checks' lines from a test cell's verdict (verdict_outputs' text),
     counting the visible examples only; its error names a failed visible example, or goes."""
     stream = next((o for o in cell.get("outputs", []) if o.get("output_type") == "stream"
                    and _VERDICT_SUMMARY.match(o.get("text", "").split("\n", 1)[0])), None)
