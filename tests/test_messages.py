@@ -131,6 +131,16 @@ def test_its_observations_are_kept_only_for_the_runs_asked():
     assert run.outcomes == {"example/0": {"v": 1}, "example/0/mistake/1": {"v": 2}}
 
 
+def test_a_second_report_of_its_observations_changes_nothing():
+    observe = {"runs": [["example", 0]], "later": []}
+    run, _ = report([*(done(i) for i in (0, 2, 5)), {"event": protocol.OBSERVING},
+                     {"event": protocol.OBSERVATIONS, "outcomes": {"example/0": {"v": 1}}},
+                     {"event": protocol.OBSERVATIONS, "outcomes": {"example/0": {"v": 2}}},
+                     {"event": protocol.END}],
+                    request={"cells": CELLS, "prologue": 0, "observe": observe})
+    assert run.outcomes == {"example/0": {"v": 1}}
+
+
 # --------------------------------------------------------------------------------------------
 # What it may send that is no message, or not its own
 
@@ -139,6 +149,7 @@ def test_its_observations_are_kept_only_for_the_runs_asked():
                                   b'{"event": 5}', b'{"event": "__init__"}',
                                   b'{"event": "forked", "pid": 1}',
                                   b'{"event": "exited", "status": 0}',
+                                  b'{"event": "oom"}', b'{"event": "failed", "detail": "x"}',
                                   b'{"event": "prologue", "executed": []}'])
 def test_lines_that_are_no_message_of_a_notebook_are_ignored(junk):
     """Invalid JSON, JSON nested past Python's limit, values that are no message, events of
