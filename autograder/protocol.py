@@ -14,11 +14,9 @@ from __future__ import annotations
 # --- The worker to the runner host: a header on its socket ----------------------------------
 # With it go three descriptors: the write end of the notebook's events pipe, the write end of
 # the control pipe, the read end of the payload pipe. The header holds what the host needs to
-# fork the notebook, and nothing of the grader's.
-HEADER_FIELDS = ("prologue_cells",  # [source, ...]: the shared prologue's cells, if any
-                 "timeout",  # seconds of CPU time a cell may use
-                 "max_lines",  # lines of a cell's stream output kept
-                 "files_from")  # a folder of the lesson's data files to copy, or null
+# fork the notebook, and nothing of the grader's: {"prologue_cells": [source, ...] (the shared
+# prologue's cells, if any), "timeout" (seconds of CPU time a cell may use), "max_lines" (lines
+# of a cell's stream output kept), "files_from" (a folder of the lesson's data files, or null)}.
 
 # --- The worker to the notebook: its payload pipe, read only by the notebook's process -------
 PAYLOAD_CELLS = "cells"  # {"cells": [[index, source], ...]}, at once
