@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import select
 import signal
 import time
@@ -30,6 +31,7 @@ GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it 
 # never decide for a cell that computes), for cells that only wait.
 WALL_FACTOR = 10
 CPU_POLL_SECONDS = 0.25  # how often the grader reads the notebook's CPU time
+_NEWLINES = re.compile(rb"\n{2,}")
 
 
 @dataclass
@@ -60,9 +62,11 @@ def read_lines(fd: int, buffer: bytearray) -> tuple[list[bytes], bool, int]:
     chunk = os.read(fd, protocol.READ_BYTES)
     if not chunk:
         return [], True, 0
-    buffer += chunk
     if b"\n" not in chunk:
+        buffer += chunk
         return [], False, len(chunk)
+    # Runs of newlines become one first: a flood of empty lines costs no object per line.
+    buffer += _NEWLINES.sub(b"\n", chunk)
     *complete, rest = buffer.split(b"\n")
     buffer[:] = rest
     return [bytes(line) for line in complete if line], False, len(chunk)
