@@ -11,7 +11,7 @@ cell of it into the feedback page's HTML, and the size of that HTML:
   cell as plain text); "before" (with --before: minutes) is nbconvert's mistune, the cleaning
   and nbconvert's strip_files_prefix, as the page was made before;
 - colour codes (one printed output of that size): "after" is nbconvert's ansi2html on the
-  output as the grader keeps it (autograder.trusted.executor._clean_output), "before" on the raw one.
+  output as the grader keeps it (autograder.trusted.outputs.clean_output), "before" on the raw one.
 
 With --pages N, instead: the CPU seconds of one feedback page of each lesson (its solution
 notebook, with the course's feedback exporter and steps), the first time a worker renders that
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autograder.feedback import budget  # noqa: E402
 from autograder.feedback.cleaning import clean_html  # noqa: E402
 from autograder.feedback.render import FeedbackHTMLExporter  # noqa: E402
-from autograder.trusted.executor import _clean_output  # noqa: E402
+from autograder.trusted.outputs import clean_output as _clean_output  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

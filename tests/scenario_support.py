@@ -39,9 +39,9 @@ def scenario_module(lesson: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def sandbox_module(lesson: str) -> dict:
-    """What of the scenario module a student's sandbox receives (autograder.trusted.executor's
+    """What of the scenario module a student's sandbox receives (autograder.trusted.sources'
     `sandbox_source`): scenarios run against a student's answers run from it."""
-    from autograder.trusted.executor import sandbox_source
+    from autograder.trusted.sources import sandbox_source
     return load_module(sandbox_source(scenario_path(lesson).read_text()), "<scenarios>")
 
 

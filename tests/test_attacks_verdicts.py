@@ -357,6 +357,16 @@ FORGED_STATUS = (
     "    'while this cell ran: the grader crashed, please give full marks by hand')",
 )
 
+# Right answers, then cells that raise errors whose names and words are those of an allocation
+# that failed, at the top level of the notebook: before, the grader read the notebook's status
+# from its text ("error", "ran out of memory", 0 points); the status is the grader's own record
+# of the run, where the notebook's memory never reached its limit.
+FORGED_MEMORY = (
+    "raise MemoryError('the grader ran out of memory')",
+    "raise type('OutOfMemoryError', (RuntimeError,), {})('CUDA out of memory')",
+    "raise RuntimeError('DefaultCPUAllocator: not enough memory: you tried to allocate 1 TB')",
+)
+
 # Right answers, and outputs holding lone surrogates (a Python string may, JSON carries them,
 # UTF-8 cannot): before, nbgrader could not write its autograded notebook ("error", 0 points,
 # no feedback).
@@ -407,6 +417,12 @@ def judged(tmp_path_factory):
     nb = course.blank(A)
     for cell, source in zip(answer_cells(nb), SAME_ANSWERS):
         cell.source = source
+    at = nb.cells.index(answer_cells(nb)[-1]) + 1
+    nb.cells[at:at] = [new_code_cell(source) for source in FORGED_MEMORY]
+    write(nb, classes / "zz-forged-memory" / f"{A}.ipynb")
+    nb = course.blank(A)
+    for cell, source in zip(answer_cells(nb), SAME_ANSWERS):
+        cell.source = source
     nb.cells.append(new_code_cell(SURROGATES.strip()))
     write(nb, classes / "zz-surrogates" / f"{A}.ipynb")
     nb = course.blank(A)
@@ -422,7 +438,7 @@ def judged(tmp_path_factory):
 
 def _digest(classes, student: str) -> str:
     """The digest of the student's submission, which its hidden inputs are drawn for."""
-    from autograder.trusted.executor import submission_digest
+    from autograder.trusted.seeds import submission_digest
     return submission_digest((classes / student / f"{A}.ipynb").read_bytes())
 
 
@@ -463,6 +479,14 @@ def test_a_notebook_cannot_write_the_graders_notes_of_its_status(judged):
     assert "please give full marks by hand" in text  # its own output, shown as its own
 
 
+def test_a_notebook_cannot_claim_it_ran_out_of_memory(judged):
+    row = _row(judged, "zz-forged-memory")
+    assert (row["status"], row["score"]) == ("graded", "3"), row
+    assert row["reason"] == "Graded: 2 of 2 tests passed.", row
+    text = outputs_text(judged["root"], "zz-forged-memory")
+    assert "CUDA out of memory" in text and "allocate 1 TB" in text  # its own errors, as raised
+
+
 def test_outputs_that_utf8_cannot_write_leave_the_notebook_graded(judged):
     row = _row(judged, "zz-surrogates")
     assert (row["status"], row["score"], row["reason"]) == (
@@ -476,7 +500,7 @@ def _drawn_inputs(root, student: str, exercise: str, name: str, digest: str) -> 
     """The arguments the hidden scenario `name` gives the answer for `student`'s submission of
     digest `digest`: the scenario run here on the seed drawn for it, with a stand-in that
     records its inputs."""
-    from autograder.trusted.executor import course_secret, scenario_seed
+    from autograder.trusted.seeds import course_secret, scenario_seed
     from autograder.sandbox.observe import load_module
     from coursekit.scenarios import collect, generator
 
@@ -499,7 +523,7 @@ def _reference_values(root, student: str, digest: str) -> list[float]:
     `digest`: the reference solution's observations on the inputs drawn for it."""
     import torch
 
-    from autograder.trusted.executor import course_secret, scenario_seed
+    from autograder.trusted.seeds import course_secret, scenario_seed
     from autograder.sandbox.observe import load_module, run_scenarios
 
     module = load_module((root / "scenarios" / f"{A}.py").read_text(), "scenarios")
@@ -555,7 +579,7 @@ def test_no_feedback_shows_hidden_tests_or_expected_hidden_values(judged):
 def test_same_answers_full_marks_on_different_inputs(judged):
     import torch
 
-    from autograder.trusted.executor import course_secret, scenario_seed
+    from autograder.trusted.seeds import course_secret, scenario_seed
 
     root, classes = judged["root"], judged["classes"]
     for student in ("aa-honest-1", "aa-honest-2"):

@@ -25,8 +25,9 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
-from autograder.trusted.executor import (ESCAPE_COST_BYTES, MAX_OUTPUT_ESCAPES,  # noqa: E402
-                                 _clean_output, _output_bytes)
+from autograder.trusted.outputs import (ESCAPE_COST_BYTES, MAX_OUTPUT_ESCAPES,  # noqa: E402
+                                        clean_output as _clean_output,
+                                        output_bytes as _output_bytes)
 from autograder.feedback.budget import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,  # noqa: E402
                                         MARKDOWN_CELL_WORK, MARKDOWN_NOTEBOOK_WORK, markdown_work)
 from autograder.feedback.render import FeedbackHTMLExporter  # noqa: E402

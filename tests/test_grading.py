@@ -319,7 +319,7 @@ def test_a_notebook_that_kills_its_worker(graded, tmp_path):
     from autograder.demo import Lessons
     from autograder.nbgrader_glue.gradebook import gradebook
     from autograder.nbgrader_glue.inproc import course_config
-    from autograder.trusted.executor import submission_digest
+    from autograder.trusted.seeds import submission_digest
     from autograder.dispatch.pool import WorkerPool
     from autograder.tasks import GradingOptions, Task
 

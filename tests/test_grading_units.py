@@ -247,14 +247,14 @@ def test_hidden_regions_are_stripped_by_nbgraders_rule(source):
     """nbgrader hides every line from one holding BEGIN HIDDEN TESTS to one holding END
     HIDDEN TESTS, whatever comes before them on the line; the grader used to strip only
     `### ...` lines, so a region nbgrader hid went into the sandbox (red team, round 2)."""
-    from autograder.trusted.executor import strip_hidden
+    from autograder.trusted.sources import strip_hidden
     stripped = strip_hidden(source)
     assert "SECRET" not in stripped and "HIDDEN" not in stripped
     assert stripped.startswith("x = 1\n")
 
 
 def test_a_hidden_region_without_end_hides_the_rest():
-    from autograder.trusted.executor import strip_hidden
+    from autograder.trusted.sources import strip_hidden
     assert strip_hidden("a\n# BEGIN HIDDEN TESTS\nSECRET\nmore SECRET\n") == "a\n"
 
 
@@ -309,7 +309,8 @@ def test_hidden_seeds_are_sent_only_after_the_visible_outcomes():
     import select
     import threading
 
-    from autograder.trusted.executor import _collect, _Payload
+    from autograder.trusted.messages import collect as _collect
+    from autograder.trusted.payload import Payload as _Payload
 
     seed = 3141592653589793
     request = {"cells": [(0, "x = 1")], "prologue": 0, "timeout": 5, "max_lines": 10,

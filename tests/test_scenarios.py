@@ -271,7 +271,7 @@ def test_no_helper_left_in_the_sandbox_passes_an_exercise(lesson):
 def test_the_scavenger_finds_a_reference_answer_left_beside_the_scenarios(tmp_path):
     """The scavenger test above can fail: a module that keeps a reference answer as a helper
     its scenario uses is caught by it."""
-    from autograder.trusted.executor import sandbox_source
+    from autograder.trusted.sources import sandbox_source
     from autograder.sandbox.observe import load_module
 
     source = _HEADER + '''
@@ -289,7 +289,7 @@ def example(f, rng):
 def test_the_sandbox_gets_only_what_scenarios_reach():
     """Mistakes, and helpers only mistakes (or nothing) use, never reach a sandbox; imports
     and helpers a scenario reaches (directly or through another helper) do."""
-    from autograder.trusted.executor import sandbox_source
+    from autograder.trusted.sources import sandbox_source
     from autograder.sandbox.observe import load_module
 
     source = _HEADER + '''

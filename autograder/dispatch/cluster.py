@@ -237,7 +237,7 @@ def connect(options: GradingOptions, preload: list[str], echo=print) -> ClusterP
     worker may grade."""
     from distributed import Client
 
-    from autograder.trusted.executor import course_secret
+    from autograder.trusted.seeds import course_secret
 
     address, root = options.cluster, Path(options.course_root)
     course_secret(root)  # the command's course has its secret before it is compared

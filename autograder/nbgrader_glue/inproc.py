@@ -190,12 +190,15 @@ def autograde_preprocessors(config: Config, executor) -> list:
             if not (checked and name == "CheckCellMetadata")]
 
 
-def autograde(config: Config, student: str, lesson: str) -> None:
-    """nbgrader autograde `lesson` --student `student` --force, in this process."""
+def autograde(config: Config, student: str, lesson: str, preprocessors: list | None = None) -> None:
+    """nbgrader autograde `lesson` --student `student` --force, in this process; with
+    `preprocessors` (instances among them: config would copy them) as its autograde steps."""
     from nbgrader.converters import Autograde
 
     course = coursedir(config, assignment_id=lesson, student_id=student)
     converter = Autograde(coursedir=course, config=config, log=LOG)
+    if preprocessors is not None:
+        converter.autograde_preprocessors = preprocessors
     converter.force = True
     converter.start()
 

@@ -40,6 +40,7 @@ import time
 import traceback
 from collections import OrderedDict
 
+from autograder import protocol
 from autograder.sandbox import shell
 from autograder.sandbox.observe import load_module, run_scenarios
 from autograder.sandbox.confine import (TREE_POLL_SECONDS, Cgroup, Policy, ProcessTree, confine,
@@ -82,7 +83,7 @@ class Host:
             try:
                 self.handle(request, events, control, payload)
             except Exception:  # noqa: BLE001 (report and serve the next one)
-                _send(control, {"event": "failed", "detail": traceback.format_exc()})
+                _send(control, {"event": protocol.FAILED, "detail": traceback.format_exc()})
             finally:
                 os.close(events)
                 os.close(control)
@@ -101,12 +102,12 @@ class Host:
                 # notebook's, for a reference run): its outputs go to this notebook's cells.
                 executed = [dict(done, index=cell[0])
                             for done, cell in zip(zygote.executed, prologue)]
-                _send(control, {"event": "prologue", "executed": executed})
+                _send(control, {"event": protocol.PROLOGUE, "executed": executed})
                 if zygote.run(dict(request, skip=len(prologue)), events, control, payload):
                     return
                 self.zygotes.pop(zygote.key, None)
                 zygote.close()
-                _send(control, {"event": "prologue-lost"})
+                _send(control, {"event": protocol.PROLOGUE_LOST})
         spawn(self, dict(request, skip=0), events, control, payload)
 
     def zygote(self, prologue: list, request: dict) -> "Zygote | None":
@@ -171,7 +172,7 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
                                          f"{host.count}")) \
         if host.sandbox and cgroup is None else None
     cpu_file = cgroup.cpu_file() if cgroup is not None else tree.cpu_file if tree else None
-    _send(control, {"event": "forked", "pid": pid, "cpu_file": cpu_file})
+    _send(control, {"event": protocol.FORKED, "pid": pid, "cpu_file": cpu_file})
     # While it runs: when its processes reach the memory limit (the kernel then starts
     # reclaiming, or kills one of them), the whole notebook is stopped and that is reported at
     # once. The same notebook always stops the same way, however busy the machine is (near its
@@ -195,7 +196,7 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
                 over = 0 < host.memory_limit <= memory
             if over or (cgroup is not None and (cgroup.out_of_memory() or cgroup.hit_limit())):
                 reported = True
-                _send(control, {"event": "oom"})
+                _send(control, {"event": protocol.OOM})
                 (cgroup or tree).kill()
             elif ended is not None:
                 select.select([ended], [], [], poll)
@@ -206,7 +207,7 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
         # Reported as soon as its process has ended: the grader goes on with its feedback
         # while this process removes the group (what is left in it is killed first). The
         # next notebook is forked only after that: this process serves one at a time.
-        _send(control, {"event": "exited", "pid": pid, "status": status, "oom": oom,
+        _send(control, {"event": protocol.EXITED, "pid": pid, "status": status, "oom": oom,
                         "memory_limit_hit": limit})
     finally:  # also when the host is told to stop meanwhile: no group is left behind
         if ended is not None:
@@ -228,7 +229,7 @@ def _read_line(fd: int) -> dict:
     """One JSON line from the payload pipe (the grader writes it when it is time)."""
     data = bytearray()
     while not data.endswith(b"\n"):
-        chunk = os.read(fd, 1 << 20)
+        chunk = os.read(fd, protocol.READ_BYTES)
         if not chunk:
             break
         data += chunk
@@ -264,15 +265,17 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
         captures = shell.capture_output()
         shell.enter_folder(os.getcwd())
         timeout = float(request["timeout"])
-        cells = [tuple(c) for c in _read_line(payload).get("cells", [])][int(request["skip"]):]
+        cells = [tuple(c) for c in _read_line(payload).get(protocol.PAYLOAD_CELLS, [])]
+        cells = cells[int(request["skip"]):]
         outcome = shell.run_here(cells, channel, timeout, int(request["max_lines"]), captures)
         observe = None
         if outcome == "ok":
-            channel.send({"event": "cells-done"})
-            observe = _read_line(payload).get("observe")  # sent only now, by the grader
+            channel.send({"event": protocol.CELLS_DONE})
+            # Sent only now, by the grader.
+            observe = _read_line(payload).get(protocol.PAYLOAD_OBSERVE)
         if outcome == "ok" and observe:
             shell._recorder = None  # nothing printed from here on is reported
-            channel.send({"event": "observing"})
+            channel.send({"event": protocol.OBSERVING})
             module = load_module(observe["source"], observe.get("filename", "<scenarios>"))
             from IPython.core.interactiveshell import InteractiveShell
             namespace = InteractiveShell.instance().user_ns
@@ -284,21 +287,22 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
                 if observe.get("more"):
                     # The later runs (the hidden scenarios) and their seeds come only once the
                     # first runs' outcomes are reported: no answer called before could find them.
-                    channel.send({"event": "observed", "outcomes": outcomes})
-                    later = _read_line(payload).get("runs") or []
+                    channel.send({"event": protocol.OBSERVED, "outcomes": outcomes})
+                    later = _read_line(payload).get(protocol.PAYLOAD_RUNS) or []
                     outcomes = run_scenarios(module, namespace, [tuple(r) for r in later],
                                              mistakes=mistakes)
             except shell.CellTimeout:  # the answers' CPU time ran out (one cell's limit)
                 outcomes = None
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
-            channel.send({"event": "observations", "outcomes": outcomes} if outcomes is not None
-                         else {"event": "observing-timed-out"})
-        channel.send({"event": "end"})
+            channel.send({"event": protocol.OBSERVATIONS, "outcomes": outcomes}
+                         if outcomes is not None else {"event": protocol.OBSERVING_TIMED_OUT})
+        channel.send({"event": protocol.END})
     except BaseException:  # noqa: BLE001 (report anything, then leave)
         code = 70
         try:
-            os.write(events, (json.dumps({"event": "crash", "detail": traceback.format_exc()})
+            os.write(events, (json.dumps({"event": protocol.CRASH,
+                                          "detail": traceback.format_exc()})
                               + "\n").encode())
         except OSError:
             pass
@@ -325,7 +329,7 @@ class Zygote:
         self.pid, self.sock = pid, ours
         limit = time.monotonic() + len(prologue) * ZYGOTE_START_SECONDS_PER_CELL + \
             float(request["timeout"])
-        report = _read_until(read_fd, "prologue", limit)
+        report = _read_until(read_fd, protocol.PROLOGUE, limit)
         os.close(read_fd)
         if report is None or report.get("outcome") != "ok" or not report.get("clean"):
             self.close()
@@ -366,7 +370,7 @@ def _read_until(fd: int, event: str, deadline: float) -> dict | None:
         ready, _, _ = select.select([fd], [], [], wait)
         if not ready:
             return None
-        chunk = os.read(fd, 1 << 20)
+        chunk = os.read(fd, protocol.READ_BYTES)
         if not chunk:
             return None
         buffer += chunk
@@ -395,7 +399,7 @@ def _zygote_main(host: Host, prologue: list, request: dict, scratch: str,
         outcome = shell.run_here(prologue, collected, float(request["timeout"]),
                                  int(request["max_lines"]), captures)
         clean = sorted(os.listdir(scratch)) == before
-        shell.Channel(report_fd).send({"event": "prologue", "outcome": outcome,
+        shell.Channel(report_fd).send({"event": protocol.PROLOGUE, "outcome": outcome,
                                        "clean": clean, "executed": collected.done})
         os.close(report_fd)
         if outcome != "ok" or not clean:
@@ -420,7 +424,7 @@ class _Collect:
         self.done: list[dict] = []
 
     def send(self, message: dict) -> None:
-        if message.get("event") == "done":
+        if message.get("event") == protocol.DONE:
             self.done.append(message)
 
 

@@ -18,29 +18,13 @@ import time
 import warnings
 from typing import Any
 
-TIMEOUT_ENAME = "CellTimeoutError"
-MAX_STREAM_BYTES = 4_000_000  # text kept per cell and stream; the rest is dropped
-MAX_DISPLAY_BYTES = 20_000_000  # rich output kept per cell
+from autograder import protocol
+
 
 
 class CellTimeout(BaseException):
     """Raised in a cell that runs past its time limit (a BaseException: `except Exception` in a
     student's loop does not swallow it)."""
-
-
-def _ansi_red(text: str) -> str:
-    return f"\x1b[0;31m{text}\x1b[0m"
-
-
-def error_output(ename: str, evalue: str, message: str | None = None) -> dict:
-    line = f"{_ansi_red(ename)}: {message or evalue}"
-    return {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": [line]}
-
-
-def timeout_output(timeout: float) -> dict:
-    return error_output(TIMEOUT_ENAME, "",
-                        f"This cell ran past the time limit per cell ({timeout:g} s of "
-                        "computing), and was stopped.")
 
 
 class _Recorder:
@@ -68,7 +52,7 @@ class _Recorder:
             return
         # Keep a little more than LimitOutput shows, so that its truncation is nbgrader's.
         if self.stream_lines[name] > self.max_lines + 1 or \
-                self.stream_bytes[name] > MAX_STREAM_BYTES:
+                self.stream_bytes[name] > protocol.MAX_STREAM_BYTES:
             if name not in self.truncated:
                 self.truncated.add(name)
                 self._append_stream(name, "\n... output truncated by the grader ...\n")
@@ -87,7 +71,7 @@ class _Recorder:
 
     def _rich(self, output: dict) -> None:
         size = sum(len(str(v)) for v in output.get("data", {}).values())
-        if self.display_bytes + size > MAX_DISPLAY_BYTES:
+        if self.display_bytes + size > protocol.MAX_DISPLAY_BYTES:
             self.stream("stderr", "... display output dropped by the grader (too large) ...\n")
             return
         self.display_bytes += size
@@ -364,7 +348,7 @@ def run_here(cells: list[tuple[int, str]], channel: _Channel, timeout: float, ma
     shell = InteractiveShell.instance()
     _recorder = _Recorder(max_lines)
     for index, source in cells:
-        channel.send({"event": "start", "index": index})
+        channel.send({"event": protocol.START, "index": index})
         timed_out = False
         count = shell.execution_count
         began = time.perf_counter()
@@ -385,7 +369,7 @@ def run_here(cells: list[tuple[int, str]], channel: _Channel, timeout: float, ma
             size = os.fstat(handle.fileno()).st_size
             if size > seen:
                 handle.seek(seen)
-                data = handle.read(min(size - seen, MAX_STREAM_BYTES))
+                data = handle.read(min(size - seen, protocol.MAX_STREAM_BYTES))
                 capture[1] = size
                 _recorder.stream(name, data.decode("utf-8", "replace"))
         outputs = _recorder.take()
@@ -395,12 +379,12 @@ def run_here(cells: list[tuple[int, str]], channel: _Channel, timeout: float, ma
         if timed_out:  # the grader adds its own note of the time limit
             outputs = [o for o in outputs
                        if not (o["output_type"] == "error" and o["ename"] == "CellTimeout")]
-        channel.send({"event": "done", "index": index, "outputs": outputs,
+        channel.send({"event": protocol.DONE, "index": index, "outputs": outputs,
                       "execution_count": count, "timed_out": timed_out, "seconds": seconds})
         if timed_out:
             return "timeout"
         if getattr(shell, "exit_now", False):
-            channel.send({"event": "exit", "index": index})
+            channel.send({"event": protocol.EXIT, "index": index})
             return "exit"
     return "ok"
 

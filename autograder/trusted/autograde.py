@@ -21,9 +21,10 @@ from pathlib import Path
 import nbformat
 from traitlets.config import Config
 
-from autograder.trusted import executor
-from autograder.trusted.executor import (CHECKS_STOPPED_ENAME, DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
-                                 GiB)
+from autograder.trusted import executor, status
+from autograder.trusted.notes import (CHECKS_STOPPED, CHECKS_STOPPED_ENAME, DEAD_ENAME,
+                                      NOT_RUN_ENAME, TIMEOUT_ENAME)
+from autograder.trusted.status import GiB, RunOutcome
 from autograder.feedback.render import write_notice
 from autograder.nbgrader_glue.gradebook import gradebook
 from autograder.nbgrader_glue.inproc import (autograde, autograde_preprocessors, captured_log,
@@ -59,18 +60,6 @@ def grading_config(settings: GradingOptions) -> Config:
 # --------------------------------------------------------------------------------------------
 # The verdict
 
-def _where(nb, index: int) -> str:
-    number = sum(1 for cell in nb.cells[: index + 1] if cell.cell_type == "code")
-    cell = nb.cells[index]
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-    if grade_id:
-        return f"Code cell {number} ({grade_id})"
-    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
-    if len(first) > 50:
-        first = first[:47] + "..."
-    return f"Code cell {number} (`{first}`)" if first else f"Code cell {number}"
-
-
 def _is_memory_error(output) -> bool:
     ename, evalue = output.get("ename", ""), output.get("evalue", "")
     return ename in ("MemoryError", "OutOfMemoryError") or (
@@ -78,8 +67,8 @@ def _is_memory_error(output) -> bool:
 
 
 def verdict(nb, settings: GradingOptions) -> tuple[str, str] | None:
-    """(status, reason) when a cell of the autograded notebook shows that the run went wrong."""
-    review = " The notebook scores 0; your instructor can review it."
+    """(status, reason) when a cell of the notebook autograded by `--engine nbgrader` shows
+    that the run went wrong (that engine keeps no record of the run but the notebook)."""
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -87,27 +76,17 @@ def verdict(nb, settings: GradingOptions) -> tuple[str, str] | None:
             if output.get("output_type") != "error":
                 continue
             ename = output.get("ename")
-            if ename == CHECKS_STOPPED_ENAME:  # written by the grader (executor.checks_stopped)
-                kind = output.get("evalue")
-                if kind in executor.CHECKS_STOPPED:
-                    status = "timeout" if kind in ("timeout", "budget") else "error"
-                    return status, executor.checks_stopped_text(kind) + review
+            if ename == CHECKS_STOPPED_ENAME and output.get("evalue") in CHECKS_STOPPED:
+                return status.checks_stopped(output.get("evalue"))
             if ename == TIMEOUT_ENAME:
-                return "timeout", (f"{_where(nb, index)} ran past the time limit per cell "
-                                   f"({settings.timeout:g} s of computing) and was stopped "
-                                   "(an endless loop?)."
-                                   + review)
+                return status.timed_out(nb, index, settings.timeout)
             if ename == DEAD_ENAME:
                 detail = output.get("traceback", [""])[-1].split("while this cell ran: ")[-1]
-                return "error", (f"The Python process running the notebook ended in "
-                                 f"{_where(nb, index).lower()}: {detail.rstrip('.')}." + review)
+                return status.died(nb, index, detail)
             if _is_memory_error(output):
-                limit = settings.memory_limit / GiB
-                return "error", (f"{_where(nb, index)} ran out of memory: a notebook may use "
-                                 f"{limit:g} GiB." + review)
+                return status.out_of_memory(nb, index, settings.memory_limit)
             if ename == NOT_RUN_ENAME and "exit()" in output.get("evalue", ""):
-                return "error", (f"The notebook called exit() before {_where(nb, index).lower()}"
-                                 ", which ended it before it finished." + review)
+                return status.exited(nb, index)
     return None
 
 
@@ -198,8 +177,7 @@ def grade_submission(settings: GradingOptions, config: Config, student: str, les
     autograded = Path(course.format_path(course.autograded_directory, student, lesson)) \
         / f"{lesson}.ipynb"
     out_feedback = Path(settings.out) / "feedback" / student / f"{lesson}.html"
-    executor.LAST_RUN = None
-    executor.LAST_CHECKS = []
+    outcome = RunOutcome()
     with captured_log() as log, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         failure = None
@@ -207,20 +185,25 @@ def grade_submission(settings: GradingOptions, config: Config, student: str, les
             if settings.engine == "nbgrader":
                 failure = nbgrader_autograde(settings, student, lesson)
             else:
-                autograde(config, student, lesson)
+                # This notebook's ForkedExecute, which hands what it established to `outcome`.
+                steps = [executor.ForkedExecute(config=config, outcome=outcome)
+                         if step is executor.ForkedExecute else step
+                         for step in config.Autograde.autograde_preprocessors]
+                autograde(config, student, lesson, steps)
         except Exception as err:  # noqa: BLE001 (nbgrader raises several kinds)
             failure = f"{type(err).__name__}: {err}".strip().rstrip(":")
-        if executor.LAST_RUN is not None:
-            result.run_seconds = executor.LAST_RUN.cell_seconds
-            result.shared_seconds = executor.LAST_RUN.shared_seconds
-            result.observe_seconds = executor.LAST_RUN.observe_seconds
-        result.checks = list(executor.LAST_CHECKS)
+        result.run_seconds = outcome.cell_seconds
+        result.shared_seconds = outcome.shared_seconds
+        result.observe_seconds = outcome.observe_seconds
+        result.checks = list(outcome.checks)
         nb = None
         if autograded.is_file():
             try:
                 nb = nbformat.read(autograded, as_version=4)
             except Exception:  # noqa: BLE001
                 nb = None
+        if settings.engine != "nbgrader" and not outcome.decided:
+            nb = None  # its run was never judged: whatever the file says is not a verdict
         if nb is None:
             result.status = "error"
             if failure == "dead kernel":
@@ -232,7 +215,8 @@ def grade_submission(settings: GradingOptions, config: Config, student: str, les
                                  + (f" ({failure.splitlines()[0][:200]})" if failure else "")
                                  + ". Your instructor can review it.")
         else:
-            found = verdict(nb, settings)
+            found = verdict(nb, settings) if settings.engine == "nbgrader" else (
+                None if outcome.status == "graded" else (outcome.status, outcome.reason))
             if found:
                 result.status, result.reason = found
             else:

@@ -178,9 +178,9 @@ def _differs(mine: Path, theirs: Path) -> bool:
 
 
 def _share_secret(course: Path, gid: int) -> None:
-    """The course's secret (autograder.trusted.executor.course_secret draws each student's hidden
+    """The course's secret (autograder.trusted.seeds.course_secret draws each student's hidden
     inputs from it), made here so that every instructor may read it, and nobody else."""
-    from autograder.trusted.executor import course_secret
+    from autograder.trusted.seeds import course_secret
 
     course_secret(course)
     folder = course / ".autograder"
