@@ -157,7 +157,8 @@ def grade_class(submissions: Path, options: GradingOptions, *, intake: Intake | 
     warnings.filterwarnings("ignore", module="nbformat")
     weaker = None
     if fork and sandbox:
-        from autograder.sandbox.confine import check_available, weaker_limits
+        from autograder.sandbox.confine import check_available
+        from autograder.sandbox.limits import weaker_limits
         problem = None if cluster else check_available()  # a cluster's workers check theirs
         if problem:
             raise SandboxUnavailable(problem)

@@ -816,7 +816,7 @@ _UNPRIVILEGED_PROBE = r'''
 import ctypes, json, os, signal, socket, sys, time
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
-import sandbox
+from autograder.sandbox import confine as sandbox
 libc = ctypes.CDLL(None, use_errno=True)
 report = {"user": os.getuid(), "available": sandbox.check_available()}
 listener = socket.socket()
@@ -944,7 +944,11 @@ def unprivileged(tmp_path_factory):
     # Not under pytest's temporary folder: that one is mode 700, closed to the user.
     folder = Path(tempfile.mkdtemp(prefix="autograder-unprivileged-"))
     os.chmod(folder, 0o755)
-    shutil.copy(REPO / "autograder" / "sandbox" / "confine.py", folder / "sandbox.py")
+    package = folder / "autograder" / "sandbox"  # the package's confinement modules alone
+    package.mkdir(parents=True)
+    shutil.copy(REPO / "autograder" / "__init__.py", package.parent)
+    for name in ("__init__", "confine", "limits", "seccomp", "syscalls"):
+        shutil.copy(REPO / "autograder" / "sandbox" / f"{name}.py", package)
     (folder / "probe.py").write_text(_UNPRIVILEGED_PROBE)
     for path in [folder, *folder.rglob("*")]:
         os.chown(path, user.pw_uid, user.pw_gid)

@@ -287,7 +287,7 @@ def test_a_cgroup_is_never_shared():
     named after it was shared by two notebooks, which mixed their CPU time and memory and
     ended one with the other (a flaky attack test, two fixtures grading at once). A name that
     exists is never taken again."""
-    from autograder.sandbox.confine import Cgroup
+    from autograder.sandbox.limits import Cgroup
     if Cgroup.base() is None:
         pytest.skip("no cgroup this process may create children in (CI runs as root)")
     name = f"autograder-test-{os.getpid()}-{os.urandom(4).hex()}"

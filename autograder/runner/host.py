@@ -43,8 +43,8 @@ from collections import OrderedDict
 from autograder import protocol
 from autograder.sandbox import shell
 from autograder.sandbox.observe import load_module, run_scenarios
-from autograder.sandbox.confine import (TREE_POLL_SECONDS, Cgroup, Policy, ProcessTree, confine,
-                                       die_with_parent)
+from autograder.sandbox.confine import Policy, confine, die_with_parent
+from autograder.sandbox.limits import TREE_POLL_SECONDS, Cgroup, ProcessTree
 
 MAX_ZYGOTES = 2
 ADDRESS_SPACE_FACTOR = 4
