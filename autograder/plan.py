@@ -14,7 +14,7 @@ from autograder.intake.validate import check
 from autograder.nbgrader_glue.gradebook import gradebook
 from autograder.nbgrader_glue.inproc import course_config, safe_student_id
 from autograder.tasks import Result, Task
-from autograder.trusted.executor import submission_digest
+from autograder.trusted.seeds import submission_digest
 
 
 @dataclass
