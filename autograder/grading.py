@@ -40,9 +40,10 @@ from autograder.release import COURSE_ROOT, lessons as course_lessons
 from autograder.intake.submissions import (MAX_NOTEBOOK_BYTES, STATE_FILE, Roster, RosterReport,
                                     Submission, _read_regular, apply_roster, cell_ids, check,
                                     collect, copy_regular_file,
-                                    layout_summary, new_since, one_line, pick_newest,
+                                    layout_summary, new_since, pick_newest,
                                     read_state, record_students, settle_renamed_students,
                                     spreadsheet_cell, student_records, write_state)
+from autograder.text import one_line
 
 STATUSES = ("graded", "missing", "invalid", "timeout", "error")
 ENGINES = ("fork", "nbgrader")

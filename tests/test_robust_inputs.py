@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
 from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.intake.submissions import (MAX_NOTEBOOK_BYTES, collect, one_line,  # noqa: E402
-                                    read_notebook)
+from autograder.intake.submissions import MAX_NOTEBOOK_BYTES, collect, read_notebook  # noqa: E402
+from autograder.text import one_line  # noqa: E402
 
 A, B = fixture_course.LESSONS
 LESSONS = list(fixture_course.LESSONS)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.trusted.verdicts import outcome_problems, read_outcome
+from autograder.trusted.outcomes import outcome_problems, read_outcome
 from coursekit.scenarios import Scenario
 
 def T(*data: float) -> dict:
@@ -124,7 +124,7 @@ def test_numbers_the_answer_chose_are_not_quoted_where_they_could_carry_text(vis
 def test_a_report_shaped_to_break_the_reading_is_malformed():
     """A tensor whose dtype is a list raised TypeError, not the ReportError the grader
     catches: the notebook then ended in `error` (found by a red-team review)."""
-    from autograder.trusted.verdicts import ReportError
+    from autograder.trusted.outcomes import ReportError
     with pytest.raises(ReportError):
         read_outcome({"observations": {"x.grad": {"__tensor__": {
             "dtype": ["float32"], "shape": [1], "data": [1.0]}}}})
@@ -137,7 +137,7 @@ def test_found_values_are_quoted_to_six_digits():
 
 
 def test_an_integer_too_large_for_a_float_is_a_malformed_report():
-    from autograder.trusted.verdicts import ReportError
+    from autograder.trusted.outcomes import ReportError
     with pytest.raises(ReportError):
         read_outcome({"observations": {"x.grad": {"__tensor__": {
             "dtype": "int64", "shape": [1], "data": [10 ** 400]}}}})
@@ -146,7 +146,9 @@ def test_an_integer_too_large_for_a_float_is_a_malformed_report():
 # --------------------------------------------------------------------------------------------
 # What a failing check says when no known mistake matched: the measured relation
 
-from autograder.trusted.verdicts import Outcome, ScenarioRun, judge_exercise, relate  # noqa: E402
+from autograder.trusted.outcomes import Outcome, ScenarioRun  # noqa: E402
+from autograder.trusted.relations import relate  # noqa: E402
+from autograder.trusted.verdicts import judge_exercise  # noqa: E402
 from coursekit.scenarios import Mistake  # noqa: E402
 
 

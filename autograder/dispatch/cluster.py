@@ -428,7 +428,7 @@ class ClusterPool:
     def _fail(self, chunk: list[dict], why: str, done_rows: set,
               on_result: Callable[[Result], None]) -> None:
         from autograder.dispatch.pool import _record_failure
-        from autograder.intake.submissions import one_line
+        from autograder.text import one_line
 
         for task in chunk:
             key = (task["student"], task["lesson"])

@@ -47,7 +47,8 @@ from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import check_mode, notebook_hash, parse_utc
 from traitlets import Enum, Integer
 
-from autograder.intake.submissions import one_line, printable
+from autograder.intake.submissions import printable
+from autograder.text import one_line
 
 CLAIMED_FILE = "timestamp_claimed.txt"  # the time a submission's folder name gives
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"  # nbgrader's, always in UTC

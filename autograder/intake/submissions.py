@@ -47,6 +47,8 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.text import CONTROL, one_line
+
 MAX_NOTEBOOK_BYTES = 100 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024  # all of a zip's members together, extracted
 MAX_ARCHIVE_MEMBERS = 50_000
@@ -56,7 +58,6 @@ MAX_DEPTH = 100  # nesting of a notebook's JSON (about 6 in a lesson notebook)
 # the feedback page costs the grader far more time and memory than its size.
 MAX_CELL_SOURCE = 256 * 1024
 MAX_NOTEBOOK_SOURCE = 1024 * 1024  # all its cells' text (a lesson's is under 50 KB)
-MAX_REASON = 2000
 LAYOUTS = ("auto", "folders", "canvas", "moodle", "blackboard")
 _SKIPPED_PARTS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__"}
 
@@ -91,19 +92,7 @@ class LessonSpec:
 
 
 # --------------------------------------------------------------------------------------------
-# Text that goes into grades.csv, logs and pages: one line, nothing that acts on a terminal
-
-# C0 and C1 controls, DEL, line and paragraph separators, zero-width and bidirectional marks.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-
-
-def one_line(text: object, limit: int = MAX_REASON) -> str:
-    """`text` as one line: control characters (newlines, escapes, bidirectional marks) become
-    spaces, runs of spaces one, and at most `limit` characters."""
-    text = _CONTROL.sub(" ", str(text))
-    text = re.sub(r" {2,}", " ", text).strip()
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
+# Cells of grades.csv that a spreadsheet reads as text
 
 _FORMULA_START = ("=", "+", "-", "@")
 _PLAIN_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -121,7 +110,7 @@ def spreadsheet_cell(value: object) -> object:
 
 def printable(name: str) -> str:
     """A file name as it can be shown: each control character written as an escape (\\n)."""
-    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), name)
+    return CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,7 +156,7 @@ def clean_id(text: str) -> str:
 def usable_folder_id(name: str) -> bool:
     """Whether a folder name can be a student id as it is (nbgrader's ids are folder names)."""
     return bool(name) and name == name.strip() and not name.startswith(".") \
-        and re.search(r"[*?\[\]/\\]", name) is None and _CONTROL.search(name) is None
+        and re.search(r"[*?\[\]/\\]", name) is None and CONTROL.search(name) is None
 
 
 @dataclass

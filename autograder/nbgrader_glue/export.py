@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.release import COURSE_ROOT, lessons as course_lessons
-from autograder.intake.submissions import Roster, one_line, spreadsheet_cell
+from autograder.intake.submissions import Roster, spreadsheet_cell
+from autograder.text import one_line
 
 FORMATS = ("canvas", "moodle", "csv")
 EXPORT_FOLDER = "grading"  # in the course root, git-ignored, beside the grading runs' outputs

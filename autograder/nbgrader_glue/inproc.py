@@ -30,7 +30,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.release import COURSE_ROOT
-from autograder.intake.submissions import one_line
+from autograder.text import one_line
 
 LOG = logging.getLogger("autograder.nbgrader")
 

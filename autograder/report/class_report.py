@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from autograder.intake.submissions import one_line, spreadsheet_cell
+from autograder.intake.submissions import spreadsheet_cell
+from autograder.text import one_line
 
 ITEMS_HEADER = ["lesson", "exercise", "cell", "check", "visibility", "attempts", "passed",
                 "pass_rate", "mistakes"]

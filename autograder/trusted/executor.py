@@ -48,8 +48,10 @@ from traitlets import Bool, Integer, Unicode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.sandbox.shell import TIMEOUT_ENAME, _ansi_red, error_output, timeout_output  # noqa: F401
-from autograder.trusted.verdicts import (Check, Outcome, ReportError, ScenarioBroken, ScenarioRun,
-                                 judge_exercise, one_line, read_outcome)
+from autograder.text import one_line
+from autograder.trusted.outcomes import (Outcome, ReportError, ScenarioBroken, ScenarioRun,
+                                         read_outcome)
+from autograder.trusted.verdicts import Check, judge_exercise
 
 DEAD_ENAME = "DeadKernelError"
 NOT_RUN_ENAME = "CellNotRunError"
