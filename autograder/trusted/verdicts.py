@@ -10,6 +10,7 @@ cell example's value whatever the inputs), in words that quote no hidden value.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from autograder.trusted.messages import Relation, message_kind
@@ -76,16 +77,26 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
                     _differs(run.scenario, run.reference, outcome):
                 check.mistake = mistake.message
     visible_ok = any(c.visible for c in checks) and all(c.passed for c in checks if c.visible)
-    for run, check in zip(runs, checks):
+    orders = [_order_relations(run) if not check.passed else [] for run, check in
+              zip(runs, checks)]
+    stateful = any(orders)  # a call gave another result after other calls: state is kept
+    for run, check, order in zip(runs, checks, orders):
         if check.passed or check.mistake:
             check.relations, check.hints = [], []
             continue
-        found = _across_scenarios(run, runs)
-        if visible_ok and not check.visible and run.student.stopped is None:
-            found.append(("right on the test cell's example, wrong on these inputs",
-                          "does the answer rely on the example's values, shape or size (a "
-                          "hard-coded or special-cased result), or on state an earlier call "
-                          "left behind (the example runs first)?"))
+        found = order + _across_scenarios(run, runs)
+        # A check that measured the answer right on its first call and wrong on a later one
+        # says that alone: it is not an answer fitted to the example.
+        first_call = any(FIRST_CALL in fact for fact, _ in order)
+        if visible_ok and not check.visible and run.student.stopped is None and not first_call:
+            if stateful:
+                found.append(("right on the test cell's example, which runs first, and wrong "
+                              "on these later calls", _STATE_HINT))
+            else:
+                found.append(("right on the test cell's example, wrong on these inputs",
+                              "does the answer rely on the example's values, shape or size (a "
+                              "hard-coded or special-cased result), or on state an earlier "
+                              "call left behind (the example runs first)?"))
         # What the other scenarios tell comes first: it says more than one value's relation.
         check.relations = list(dict.fromkeys([fact for fact, _ in found] + check.relations))
         check.hints = list(dict.fromkeys([hint for _, hint in found if hint] + check.hints))
@@ -162,3 +173,41 @@ def _across_scenarios(run: ScenarioRun, runs: list[ScenarioRun]) -> list[Relatio
                 out.append((f"{key} is the test cell example's value, whatever the inputs",
                             "is the result hard-coded, or computed from the example's values?"))
     return out[:2]
+
+
+# A scenario that calls the answer in two orders, A then B then B then A, each call on fresh
+# inputs equal to those of the same letter, reports the results under the keys "<what>, call 1
+# (A)", "<what>, call 2 (B)", "<what>, call 3 (B again)" and "<what>, call 4 (A again)"
+# (docs/AUTHORING.md): a call's result must not depend on the calls made before it.
+_ORDER_KEYS = ("call 1 (A)", "call 2 (B)", "call 3 (B again)", "call 4 (A again)")
+_ORDER_KEY = re.compile(r"(?P<what>.+), (?:call 1 \(A\)|call 2 \(B\)|call 3 \(B again\)|"
+                        r"call 4 \(A again\))")
+FIRST_CALL = "right on the first call"
+_STATE_HINT = ("state kept between calls: a list, dict or counter made outside the function "
+               "or as a default argument, a hook not removed, a .grad not cleared?")
+
+
+def _order_relations(run: ScenarioRun) -> list[Relation]:
+    """Whether the answer's results in a scenario of two orders depend on the calls made before:
+    the same call (on equal fresh inputs) gave another result the second time."""
+    expected, found = run.reference.observations, run.student.observations
+    if expected is None or found is None:
+        return []
+    out: list[Relation] = []
+    for what in dict.fromkeys(m["what"] for m in map(_ORDER_KEY.fullmatch, expected) if m):
+        keys = [f"{what}, {call}" for call in _ORDER_KEYS]
+        if not set(keys) <= set(expected) & set(found):
+            continue
+        rtol, atol = run.scenario.tolerance_for(keys[0])
+        right = [not differences(expected[k], found[k], rtol, atol, k, True) for k in keys]
+        again = [bool(differences(found[keys[i]], found[keys[j]], rtol, atol, keys[j], True))
+                 for i, j in ((0, 3), (1, 2))]
+        if right[0] and not any(right[1:]):
+            out.append((f"{what}: {FIRST_CALL} only, wrong on every later call", _STATE_HINT))
+        elif right[0] and not right[3]:
+            out.append((f"{what}: {FIRST_CALL}, wrong when the same call came again after "
+                        "another one", _STATE_HINT))
+        elif any(again):
+            out.append((f"{what}: the result depends on the order of calls (the same call gave "
+                        "another result the second time)", _STATE_HINT))
+    return out
