@@ -47,7 +47,6 @@ class ReportError(ValueError):
     """A report from a sandbox that is not of the expected shape."""
 
 
-
 # --------------------------------------------------------------------------------------------
 # Validation of untrusted data
 

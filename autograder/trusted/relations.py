@@ -20,7 +20,9 @@ _SMALL = 10
 
 
 def scenario_relations(scenario: Scenario, reference: Outcome, student: Outcome
-                        ) -> list[Relation]:
+                       ) -> list[Relation]:
+    """What was measured of a failing scenario run: the relation of each wrong observation to
+    its expected value (at most three), or the grader's sentence for what it raised."""
     if student.raised is not None:
         return raised_relations(student.message)
     if reference.observations is None or student.observations is None:
