@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograder.text import one_line
-from autograder.trusted.messages import PYTHON_EXCEPTIONS, quotable
+from autograder.trusted.raised import PYTHON_EXCEPTIONS, quotable
 from coursekit.scenarios import MAX_DEPTH, MAX_ELEMENTS, MAX_ITEMS, MAX_STRING, Mistake, Scenario
 
 MAX_REPORT_BYTES = 64 << 20  # the whole observations report of one notebook

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autograder.trusted.messages import Relation, raised_relations
+from autograder.trusted.raised import Relation, raised_relations
 from autograder.trusted.outcomes import Outcome, Tensor, close, differences, kind_of
 from coursekit.scenarios import Scenario
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from autograder.trusted.messages import Relation, message_kind
+from autograder.trusted.raised import Relation, message_kind
 from autograder.trusted.outcomes import Outcome, ScenarioRun, differences, outcome_problems
 from autograder.trusted.relations import scenario_relations
 from coursekit.scenarios import Mistake, Scenario
