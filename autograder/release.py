@@ -27,13 +27,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from coursekit.notebook import parse_cell_id
+
 COURSE_ROOT = Path(__file__).resolve().parent.parent
 START_PAGE = "START-HERE.md"
 RUN_ON = "raises-exception"
 NAV_TAG = "course-navigation"
 _TITLE = re.compile(r"^#\s+Lesson\s+(\d+)\s*[—–-]\s*(.+?)\s*$", re.M)
 _HEADING = re.compile(r"^(#{2,4})\s*Exercise\s+(\d+)\b(.*)$", re.M)
-_EXERCISE_ID = re.compile(r"^\d+-ex(\d+)-(answer|test)$")
 _TOP_LEVEL_STUB = re.compile(r"^raise NotImplementedError\(\)", re.M)
 
 # Where a student's release folder points them: their own copies, opened by `make lab`.
@@ -243,10 +244,11 @@ def finish_notebook(notebook, name: str, order: list[str],
                 _add_tag(cell, RUN_ON)
         if meta.get("grade"):
             _add_tag(cell, RUN_ON)
-            match = _EXERCISE_ID.match(grade_id)
-            answer_id = grade_id[:-len("-test")] + "-answer" if match else None
+            cell_id = parse_cell_id(grade_id)
+            is_test = cell_id is not None and cell_id.role == "test"
+            answer_id = f"{cell_id.exercise}-answer" if is_test else None
             if answer_id in answers:
-                _heading_with_points(cells, answers[answer_id], int(match[1]),
+                _heading_with_points(cells, answers[answer_id], cell_id.number,
                                      float(meta.get("points", 0)), f"{name}: {answer_id}")
     top, bottom = navigation_cells(name, order, titles)
     notebook.cells = [nbformat.from_dict(top), *cells, nbformat.from_dict(bottom)]

@@ -1,5 +1,5 @@
-"""Text that goes into grades.csv, logs and pages: one line, nothing that acts on a terminal or
-a spreadsheet."""
+"""Text that goes into grades.csv, logs, feedback and pages: one line, nothing that acts on a
+terminal, a page's layout or a spreadsheet."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060
 
 def one_line(text: object, limit: int = MAX_REASON) -> str:
     """`text` as one line: control characters (newlines, escapes, bidirectional marks) become
-    spaces, runs of spaces one, and at most `limit` characters."""
-    text = _CONTROL.sub(" ", str(text))
-    text = re.sub(r" {2,}", " ", text).strip()
+    spaces, each run of white space one space, and at most `limit` characters."""
+    text = " ".join(_CONTROL.sub(" ", str(text)).split())
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 

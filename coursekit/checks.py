@@ -12,63 +12,15 @@ and Validate still see an error. Importing this module in a Jupyter kernel also 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from coursekit import notebook as _notebook
+from coursekit.notebook import HINT_PREFIX, MISTAKE_PREFIX, CheckFailed, install
 
 __all__ = ["check_tensor", "check_equal", "check_true", "check_is_none", "diagnose",
            "CheckFailed"]
-
-_RED_BOLD = "\x1b[1;31m"
-_RESET = "\x1b[0m"
-_MISTAKE = "  likely mistake: "
-_HINT = "  hint: "
-
-
-def render_failure(message: str, where: str | None = None) -> list[str]:
-    """A failure message as the lines a notebook shows: its first line in bold red, then the
-    likely mistake, then the rest (expected, found, ...), then where the check is."""
-    lines = message.rstrip().splitlines() or ["The check failed."]
-    head, rest = lines[0], lines[1:]
-    mistakes = [line for line in rest if line.startswith((_MISTAKE, _HINT))]
-    others = [line for line in rest if not line.startswith((_MISTAKE, _HINT))]
-    head, *more = _notebook.wrap(head)
-    shown = [f"{_RED_BOLD}{head}{_RESET}", *more]
-    for line in mistakes + others:
-        # Values (expected:, found:) keep their layout; sentences are wrapped.
-        shown += [line] if line.startswith(("  expected:", "  found:")) else _notebook.wrap(line)
-    if where:
-        shown.append(f"(failed: {where})")
-    return shown
-
-
-class CheckFailed(AssertionError):
-    """A check in a test cell failed: the message says what was expected, what was found and
-    the likely mistake. IPython shows the message, not a traceback through this module."""
-
-    def _render_traceback_(self) -> list[str]:
-        return render_failure(str(self), _check_location(self.__traceback__))
-
-
-def _check_location(tb) -> str | None:
-    """Where the failing check was called: the last frame outside this package."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    caller = None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if not code.co_filename.startswith(package):
-            caller = (code, tb.tb_lineno)
-        tb = tb.tb_next
-    if caller is None:
-        return None
-    code, lineno = caller
-    if code.co_name == "<module>":
-        return f"the check on line {lineno} of this cell"
-    return f"the check on line {lineno} of `{code.co_name}`"
 
 # Multiples of the expected value that point to a known misconception.
 _SCALE_HINTS: tuple[tuple[float, str], ...] = (
@@ -146,7 +98,7 @@ def _report(name: str, found: Any, expected: Any, hint: str | None,
                       - _as_tensor(expected).to(torch.float64)).abs().max().item()
         lines.append(f"  largest difference: {difference:.4g}")
     if hint:
-        lines.append(f"{_MISTAKE if mistake else _HINT}{hint}")
+        lines.append(f"{MISTAKE_PREFIX if mistake else HINT_PREFIX}{hint}")
     return "\n".join(lines)
 
 
@@ -195,4 +147,4 @@ def check_true(condition: bool, message: str) -> None:
         raise CheckFailed(message)
 
 
-_notebook.install()
+install()

@@ -30,31 +30,59 @@ import re
 import textwrap
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["install", "exercise_number", "is_stub_line", "STUB_COMMENT", "STUB_RAISE"]
+__all__ = ["install", "CellId", "parse_cell_id", "exercise_of", "exercise_number", "is_stub_line",
+           "CheckFailed", "render_failure", "STUB_COMMENT", "STUB_RAISE"]
 
 # What nbgrader puts in place of a solution (nbgrader_config.py: ClearSolutions.code_stub).
 STUB_COMMENT = "# YOUR CODE HERE"
 STUB_RAISE = "raise NotImplementedError()"
-_EXERCISE_ID = re.compile(r"^(?P<lesson>\d+)-ex(?P<number>\d+)-(?P<role>answer|test)$")
+# The grade id of an exercise's answer and test cells (docs/AUTHORING.md).
+_EXERCISE_ID = re.compile(r"(?P<lesson>\d+)-ex(?P<number>\d+)-(?P<role>answer|test)")
 
 _RED_BOLD = "\x1b[1;31m"
 _BOLD = "\x1b[1m"
 _RESET = "\x1b[0m"
+# How a failure message marks its likely mistake, or a hint (coursekit.checks writes them).
+MISTAKE_PREFIX = "  likely mistake: "
+HINT_PREFIX = "  hint: "
+
+
+class CellId(NamedTuple):
+    """An exercise cell's grade id, "<lesson>-ex<number>-<role>" (role "answer" or "test")."""
+
+    lesson: str
+    number: int
+    role: str
+
+    @property
+    def exercise(self) -> str:
+        """The exercise's id, such as "01-ex2"."""
+        return f"{self.lesson}-ex{self.number}"
+
+
+def parse_cell_id(grade_id: str | None) -> CellId | None:
+    """The parts of an exercise cell's grade id such as "01-ex2-test", or None for another id."""
+    match = _EXERCISE_ID.fullmatch(grade_id or "")
+    return CellId(match["lesson"], int(match["number"]), match["role"]) if match else None
+
+
+def exercise_of(grade_id: str | None) -> str | None:
+    """The exercise of an answer or test cell ("01-ex2" for "01-ex2-test"), or None."""
+    cell = parse_cell_id(grade_id)
+    return cell.exercise if cell else None
 
 
 def exercise_number(grade_id: str | None) -> int | None:
     """The exercise number in a grade id such as "01-ex2-test", or None."""
-    match = _EXERCISE_ID.match(grade_id or "")
-    return int(match["number"]) if match else None
+    cell = parse_cell_id(grade_id)
+    return cell.number if cell else None
 
 
 def _answer_id(test_id: str) -> str | None:
-    match = _EXERCISE_ID.match(test_id)
-    if not match or match["role"] != "test":
-        return None
-    return f"{match['lesson']}-ex{match['number']}-answer"
+    cell = parse_cell_id(test_id)
+    return f"{cell.exercise}-answer" if cell and cell.role == "test" else None
 
 
 def is_stub_line(filename: str, lineno: int) -> bool:
@@ -204,8 +232,6 @@ class _Tracker:
         return stb
 
     def message_for(self, value: BaseException, tb) -> list[str] | None:
-        from coursekit.checks import CheckFailed, render_failure
-
         frames = _frames(tb)
         if isinstance(value, CheckFailed):
             return value._render_traceback_()
@@ -312,6 +338,48 @@ def _show_notice(text: str) -> None:
 
 
 _HANDLED = (NotImplementedError, NameError, AssertionError)
+
+
+def render_failure(message: str, where: str | None = None) -> list[str]:
+    """A failure message as the lines a notebook shows: its first line in bold red, then the
+    likely mistake, then the rest (expected, found, ...), then where the check is."""
+    lines = message.rstrip().splitlines() or ["The check failed."]
+    head, rest = lines[0], lines[1:]
+    mistakes = [line for line in rest if line.startswith((MISTAKE_PREFIX, HINT_PREFIX))]
+    others = [line for line in rest if not line.startswith((MISTAKE_PREFIX, HINT_PREFIX))]
+    head, *more = wrap(head)
+    shown = [f"{_RED_BOLD}{head}{_RESET}", *more]
+    for line in mistakes + others:
+        # Values (expected:, found:) keep their layout; sentences are wrapped.
+        shown += [line] if line.startswith(("  expected:", "  found:")) else wrap(line)
+    if where:
+        shown.append(f"(failed: {where})")
+    return shown
+
+
+class CheckFailed(AssertionError):
+    """A check in a test cell failed: the message says what was expected, what was found and
+    the likely mistake. IPython shows the message, not a traceback through the course's package."""
+
+    def _render_traceback_(self) -> list[str]:
+        return render_failure(str(self), _check_location(self.__traceback__))
+
+
+def _check_location(tb) -> str | None:
+    """Where the failing check was called: the last frame outside this package."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    caller = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith(package):
+            caller = (code, tb.tb_lineno)
+        tb = tb.tb_next
+    if caller is None:
+        return None
+    code, lineno = caller
+    if code.co_name == "<module>":
+        return f"the check on line {lineno} of this cell"
+    return f"the check on line {lineno} of `{code.co_name}`"
 
 
 def install(shell=None) -> bool:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from coursekit.notebook import STUB_RAISE, exercise_number
+from coursekit.notebook import STUB_RAISE, exercise_number, exercise_of
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FAILED_NAMES = ("CheckFailed", "AssertionError")
@@ -73,7 +73,7 @@ def exercise_results(notebook) -> list[ExerciseResult]:
             continue
         number = exercise_number(grade_id) or len(results) + 1
         points = float(meta.get("points", 0) or 0)
-        answer_error = answer_errors.get(grade_id.rsplit("-", 1)[0] + "-answer")
+        answer_error = answer_errors.get(f"{exercise_of(grade_id)}-answer")
         if errors and answer_error is not None and errors[0].get("ename") == "NameError":
             status, message = "failed", (
                 "its answer cell fails: " + _failure_message(answer_error)[1])

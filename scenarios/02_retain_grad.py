@@ -178,6 +178,30 @@ def collect_twice(collect_gradients, rng):
                 {name: second.get(name) for name in second_named}}
 
 
+def _two_orders(what, call_a, call_b):
+    """The answer called A, B, B again, A again, each call on fresh inputs it builds itself:
+    the keys under which the grader tells a result that depends on the calls made before."""
+    return {f"{what}, call 1 (A)": call_a(), f"{what}, call 2 (B)": call_b(),
+            f"{what}, call 3 (B again)": call_b(), f"{what}, call 4 (A again)": call_a()}
+
+
+def _seeds(rng, n):
+    """`n` seeds drawn from `rng`, to build the same fresh inputs again for a repeated call."""
+    return [int(torch.randint(0, 2 ** 31 - 1, (), generator=rng)) for _ in range(n)]
+
+
+@scenario("02-ex2", uses=["collect_gradients"], title="two graphs, called in two orders")
+def collect_in_two_orders(collect_gradients, rng):
+    seeds = _seeds(rng, 2)
+    labels = (["first", "second", "third", "fourth"], ["one", "two", "three", "four"])
+
+    def call(k):
+        named, loss, _ = _graph(torch.Generator().manual_seed(seeds[k]), labels[k])
+        return _copy(collect_gradients(named, loss))
+
+    return _two_orders("the dict returned", lambda: call(0), lambda: call(1))
+
+
 @mistake("02-ex2", "Every gradient landed under one name: a lambda made in a loop looks the "
                    "loop variable up when backward calls it, after the loop has ended. Make "
                    "each hook with a helper function (like save_into) or a default argument.")

@@ -16,6 +16,11 @@ def _bounds(rng):
     return low, high
 
 
+def _size(rng, low, high):
+    """An integer in [low, high]."""
+    return int(torch.randint(low, high + 1, (), generator=rng))
+
+
 def _removable(handle) -> bool:
     return hasattr(handle, "remove")
 
@@ -191,6 +196,28 @@ def shared_branch(clip_and_count, rng):
     handle, calls = clip_and_count(p, low, high)
     ((a * factor + p) * outer).sum().backward()
     return {"a.grad (the hook sits on p)": a.grad, "p.grad": p.grad, "calls": list(calls)}
+
+
+def _two_orders(what, call_a, call_b):
+    """The answer called A, B, B again, A again, each call on fresh inputs it builds itself:
+    the keys under which the grader tells a result that depends on the calls made before."""
+    return {f"{what}, call 1 (A)": call_a(), f"{what}, call 2 (B)": call_b(),
+            f"{what}, call 3 (B again)": call_b(), f"{what}, call 4 (A again)": call_a()}
+
+
+@scenario("03-ex2", uses=["clip_and_count"], title="two tensors, called in two orders")
+def clip_in_two_orders(clip_and_count, rng):
+    inputs = [(torch.randn(_size(rng, 2, 6), generator=rng) * 2, *_bounds(rng)) for _ in "AB"]
+
+    def call(k):
+        values, low, high = inputs[k]
+        t = values.clone().requires_grad_()
+        handle, calls = clip_and_count(t, low, high)
+        (t * t).sum().backward()
+        handle.remove()
+        return {"t.grad": t.grad, "calls": list(calls)}
+
+    return _two_orders("the hook's results", lambda: call(0), lambda: call(1))
 
 
 @mistake("03-ex2", "The count uses |grad| > high, so the lower bound `low` is ignored: count "

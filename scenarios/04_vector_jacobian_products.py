@@ -365,10 +365,10 @@ def row_instead_of_column(f, x, j):
     return leaf.grad
 
 
-@mistake("04-ex3", "torch.autograd.functional.jvp is not forward mode: it runs backward twice "
-                   "(the double-backward trick). Use torch.func.jvp or "
-                   "torch.autograd.forward_ad, one forward-mode pass.",
-         replaces="jacobian_column")
+@mistake("04-ex3", "The column came from reverse-mode (backward) passes, not from a forward-mode "
+                   "one: torch.autograd.functional.jvp, for one, runs backward twice (the "
+                   "double-backward trick). Use torch.func.jvp or torch.autograd.forward_ad, "
+                   "one forward-mode pass.", replaces="jacobian_column")
 def double_backward_jvp(f, x, j):
     return torch.autograd.functional.jvp(f, x, _one_hot(x, j))[1]
 

@@ -287,6 +287,32 @@ def count_keeps_other_hooks(count_calls, rng):
             "and still runs after it": len(fired) > during}
 
 
+def _two_orders(what, call_a, call_b):
+    """The answer called A, B, B again, A again, each call on fresh inputs it builds itself:
+    the keys under which the grader tells a result that depends on the calls made before."""
+    return {f"{what}, call 1 (A)": call_a(), f"{what}, call 2 (B)": call_b(),
+            f"{what}, call 3 (B again)": call_b(), f"{what}, call 4 (A again)": call_a()}
+
+
+def _seeds(rng, n):
+    """`n` seeds drawn from `rng`, to build the same fresh inputs again for a repeated call."""
+    return [int(torch.randint(0, 2 ** 31 - 1, (), generator=rng)) for _ in range(n)]
+
+
+@scenario("06-ex2", uses=["count_calls"], title="two models, called in two orders")
+def count_in_two_orders(count_calls, rng):
+    seeds = _seeds(rng, 2)
+
+    def call(k):
+        generator = torch.Generator().manual_seed(seeds[k])
+        width = _size(generator, 2, 4)
+        model = _randomise(_Tower(width, _size(generator, 1, 3), _size(generator, 2, 5)),
+                           generator)
+        return count_calls(model, torch.randn(_size(generator, 1, 3), width, generator=generator))
+
+    return _two_orders("counts", lambda: call(0), lambda: call(1))
+
+
 @mistake("06-ex2", "Nested modules are missing: named_children() lists only the direct children. "
                    "Use named_modules() and leave out the model itself (name '').",
          replaces="count_calls")

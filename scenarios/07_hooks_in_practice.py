@@ -439,6 +439,29 @@ def _float16_variant(min_elements, *, threshold=lambda n, m: n >= m,
     return pack, unpack, counts
 
 
+def _two_orders(what, call_a, call_b):
+    """The answer called A, B, B again, A again, each call on fresh inputs it builds itself:
+    the keys under which the grader tells a result that depends on the calls made before."""
+    return {f"{what}, call 1 (A)": call_a(), f"{what}, call 2 (B)": call_b(),
+            f"{what}, call 3 (B again)": call_b(), f"{what}, call 4 (A again)": call_a()}
+
+
+@scenario("07-ex2", uses=["float16_hooks"], title="two thresholds, called in two orders")
+def float16_in_two_orders(float16_hooks, rng):
+    rows, columns = _size(rng, 2, 6), _size(rng, 4, 30)
+    x = torch.randn(rows, columns, generator=rng)
+    w = torch.randn(columns, 3, generator=rng)
+    thresholds = (x.numel() + 1, _size(rng, 1, w.numel()))
+
+    def call(k):
+        pack, unpack, counts = float16_hooks(min_elements=thresholds[k])
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            torch.tanh(x.clone().requires_grad_() @ w.clone().requires_grad_()).sum()
+        return _counts(counts)
+
+    return _two_orders("counts after one forward pass", lambda: call(0), lambda: call(1))
+
+
 @mistake("07-ex2", "Every floating-point tensor was converted: tensors with fewer than "
                    "min_elements elements should be stored unchanged.",
          replaces="float16_hooks")
@@ -464,6 +487,13 @@ def float16_counts_received_as_stored(min_elements):
                    "element size).", replaces="float16_hooks")
 def float16_counts_elements(min_elements):
     return _float16_variant(min_elements, unit=lambda t: t.numel())
+
+
+@mistake("07-ex2", "The counts take 4 bytes for every element (numel × 4), whatever the dtype: "
+                   "a float16 element takes 2 bytes, a float64 or int64 one 8. Count "
+                   "tensor_bytes(tensor), numel × element_size().", replaces="float16_hooks")
+def float16_four_bytes_each(min_elements):
+    return _float16_variant(min_elements, unit=lambda t: t.numel() * 4)
 
 
 @mistake("07-ex2", "unpack gives back float16: convert the stored tensor back to the dtype that "

@@ -21,7 +21,8 @@ from pathlib import Path
 import nbformat
 
 from autograder.sandbox.observe import load_module, run_scenarios
-from autograder.trusted.verdicts import Check, ScenarioRun, judge_exercise, read_outcome
+from autograder.trusted.outcomes import ScenarioRun, read_outcome
+from autograder.trusted.verdicts import Check, judge_exercise
 from coursekit.scenarios import collect
 
 ROOT = Path(__file__).resolve().parent.parent

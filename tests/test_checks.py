@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from coursekit.checks import (CheckFailed, check_equal, check_is_none, check_tensor, check_true,
-                              diagnose, render_failure)
+                              diagnose)
+from coursekit.notebook import render_failure
 
 
 def failure_message(check, *args, **kwargs) -> str:

@@ -19,7 +19,8 @@ import time
 import pytest
 
 from autograder import protocol
-from autograder.trusted.messages import Messages, Run, collect
+from autograder.trusted.messages import Messages, collect
+from autograder.trusted.run import Run
 from autograder.trusted.payload import Payload
 
 CELLS = [(0, "a = 1"), (2, "b = 2"), (5, "c = 3")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.trusted.verdicts import outcome_problems, read_outcome
+from autograder.trusted.outcomes import outcome_problems, read_outcome
 from coursekit.scenarios import Scenario
 
 def T(*data: float) -> dict:
@@ -124,7 +124,7 @@ def test_numbers_the_answer_chose_are_not_quoted_where_they_could_carry_text(vis
 def test_a_report_shaped_to_break_the_reading_is_malformed():
     """A tensor whose dtype is a list raised TypeError, not the ReportError the grader
     catches: the notebook then ended in `error` (found by a red-team review)."""
-    from autograder.trusted.verdicts import ReportError
+    from autograder.trusted.outcomes import ReportError
     with pytest.raises(ReportError):
         read_outcome({"observations": {"x.grad": {"__tensor__": {
             "dtype": ["float32"], "shape": [1], "data": [1.0]}}}})
@@ -137,7 +137,7 @@ def test_found_values_are_quoted_to_six_digits():
 
 
 def test_an_integer_too_large_for_a_float_is_a_malformed_report():
-    from autograder.trusted.verdicts import ReportError
+    from autograder.trusted.outcomes import ReportError
     with pytest.raises(ReportError):
         read_outcome({"observations": {"x.grad": {"__tensor__": {
             "dtype": "int64", "shape": [1], "data": [10 ** 400]}}}})
@@ -146,7 +146,9 @@ def test_an_integer_too_large_for_a_float_is_a_malformed_report():
 # --------------------------------------------------------------------------------------------
 # What a failing check says when no known mistake matched: the measured relation
 
-from autograder.trusted.verdicts import Outcome, ScenarioRun, judge_exercise, relate  # noqa: E402
+from autograder.trusted.outcomes import Outcome, ScenarioRun  # noqa: E402
+from autograder.trusted.relations import relate  # noqa: E402
+from autograder.trusted.verdicts import judge_exercise  # noqa: E402
 from coursekit.scenarios import Mistake  # noqa: E402
 
 
@@ -382,3 +384,74 @@ def test_the_sandbox_reports_the_line_of_the_student_s_cell():
     outcome = read_outcome(report)
     assert outcome_problems(_scenario(True), _reference(), outcome) == [
         "your code raised ZeroDivisionError: float division by zero (line 3 of your cell In [7])"]
+
+
+# --------------------------------------------------------------------------------------------
+# A scenario that calls the answer in two orders (A, B, B again, A again on fresh inputs)
+
+def _orders(expected: tuple[float, float], found: list[float], what: str = "y") -> ScenarioRun:
+    """A hidden scenario of two orders: the reference gives `expected` (A's and B's result) in
+    both orders, the answer `found` (calls 1 to 4)."""
+    calls = ("call 1 (A)", "call 2 (B)", "call 3 (B again)", "call 4 (A again)")
+    a, b = expected
+    scenario = Scenario(exercise="01-ex1", name="two_orders", func=lambda answer, rng: {},
+                        uses=("f",), visible=False)
+    return ScenarioRun(scenario,
+                       read_outcome({"observations": {f"{what}, {c}": v for c, v in
+                                                      zip(calls, (a, b, b, a))}}),
+                       read_outcome({"observations": {f"{what}, {c}": v for c, v in
+                                                      zip(calls, found)}}))
+
+
+def test_right_on_the_first_call_only_is_said_when_measured():
+    checks = judge_exercise([_run(True, 2.0, 2.0, "example"),
+                             _orders((5.0, 7.0), [5.0, 8.0, 9.0, 6.0])])
+    relations = checks[1].relations
+    assert "y: right on the first call only, wrong on every later call" in relations
+    assert not any("right on the test cell's example" in r for r in relations)
+    assert any("state kept between calls" in h for h in checks[1].hints)
+
+
+def test_right_on_the_first_call_and_wrong_when_it_comes_again():
+    checks = judge_exercise([_orders((5.0, 7.0), [5.0, 7.0, 7.0, 6.0])])
+    assert "y: right on the first call, wrong when the same call came again after another one" \
+        in checks[0].relations
+
+
+def test_a_result_that_depends_on_the_order_of_calls():
+    checks = judge_exercise([_run(True, 2.0, 2.0, "example"),
+                             _orders((5.0, 7.0), [6.0, 8.0, 9.0, 7.5]), _run(False, 3.0, 4.0)])
+    assert any("the result depends on the order of calls" in r for r in checks[1].relations)
+    assert not any("first call" in r for r in checks[1].relations)
+    # Where state is measured, the other hidden checks say the example ran first, without
+    # guessing at a hard-coded answer.
+    assert "right on the test cell's example, which runs first, and wrong on these later " \
+        "calls" in checks[2].relations
+    assert not any("hard-coded" in h for h in checks[2].hints)
+
+
+def test_the_same_wrong_result_in_both_orders_is_no_order_relation():
+    """A wrong answer without state (the same result for the same call) is not said to depend
+    on the order of calls: a hard-coded value keeps the hard-coded hint."""
+    checks = judge_exercise([_run(True, 2.0, 2.0, "example"),
+                             _orders((5.0, 7.0), [2.0, 2.0, 2.0, 2.0])])
+    relations = checks[1].relations
+    assert not any("order of calls" in r or "first call" in r for r in relations)
+    assert "right on the test cell's example, wrong on these inputs" in relations
+
+
+def test_two_counts_that_agree_are_not_said_to_be_in_the_wrong_place():
+    """04-ex3: reverse passes where forward-mode passes were expected is no value stored in the
+    wrong place; a tensor of several values in another observation's place is."""
+    scenario = Scenario(exercise="04-ex3", name="columns", func=lambda answer, rng: {},
+                        uses=("f",), visible=False)
+    reference = read_outcome({"observations": {"forward-mode passes": 2, "reverse passes": 0}})
+    student = read_outcome({"observations": {"forward-mode passes": 0, "reverse passes": 2}})
+    (check,) = judge_exercise([ScenarioRun(scenario, reference, student)])
+    assert not any("should be" in r for r in check.relations)
+    assert not any("wrong place" in h for h in check.hints)
+    tensors = {"h.grad": T(1.0, -5.0), "x.grad": T(3.0, 4.0)}
+    reference = read_outcome({"observations": tensors})
+    student = read_outcome({"observations": {"h.grad": T(3.0, 4.0), "x.grad": T(3.0, 4.0)}})
+    (check,) = judge_exercise([ScenarioRun(scenario, reference, student)])
+    assert "h.grad holds what x.grad should be" in check.relations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from nbformat import v4
 
-from autograder.trusted.messages import Run
+from autograder.trusted.run import Run
 from autograder.trusted.notes import (CHECK_ENAME, verdict_outputs as _verdict_outputs,
                                       withhold_hidden_checks)
 from autograder.feedback.render import WithholdHiddenChecks

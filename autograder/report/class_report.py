@@ -33,6 +33,8 @@ from urllib.parse import quote
 import jinja2
 from markupsafe import Markup
 
+from coursekit.notebook import exercise_of
+
 from autograder.text import one_line, spreadsheet_cell
 from autograder.report.figures import pass_rate_bars, score_histograms
 from autograder.report.tally import Exercise, Item
@@ -130,10 +132,6 @@ def gradebook_cell_grades(config, results) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 # Item analysis
 
-def _exercise_of(cell: str) -> str:
-    return re.sub(r"[-_]test$", "", cell)
-
-
 def analyse(results, cell_grades: list[dict] | None = None) -> tuple[list[Item], list[Exercise]]:
     """Per check and per exercise: attempts, passes, mistakes, over the graded results."""
     items: dict[tuple, Item] = {}
@@ -166,7 +164,7 @@ def analyse(results, cell_grades: list[dict] | None = None) -> tuple[list[Item],
     for grade in cell_grades or []:
         if grade["lesson"] in with_checks:
             continue
-        exercise_name = _exercise_of(grade["cell"])
+        exercise_name = exercise_of(grade["cell"]) or grade["cell"]
         key = (grade["lesson"], exercise_name, grade["cell"], grade["cell"], "cell")
         item = items.setdefault(key, Item(*key))
         passed = grade["score"] >= grade["max_score"] - 1e-9

@@ -36,18 +36,23 @@ from traitlets import Bool, Integer, Unicode
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder.trusted.messages import Run, collect
+from coursekit.notebook import exercise_of
+
+from autograder.text import one_line
+from autograder.trusted.messages import collect
 from autograder.trusted.notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME, checks_stopped,
                                       checks_stopped_output, died_detail, died_output,
                                       not_run_output, oom_output, timeout_output,
                                       verdict_outputs)
 from autograder.trusted.outputs import MAX_KEPT_OUTPUT_BYTES, within
 from autograder.trusted.payload import Payload
+from autograder.trusted.run import Run
 from autograder.trusted.seeds import course_secret, scenario_seed, submission_digest
 from autograder.trusted.sources import Lesson, lesson_files, prologue_end, strip_hidden
 from autograder.trusted.status import GiB, RunOutcome, Stop, run_status
-from autograder.trusted.verdicts import (Outcome, ReportError, ScenarioBroken, ScenarioRun,
-                                         judge_exercise, one_line, read_outcome)
+from autograder.trusted.outcomes import (Outcome, ReportError, ScenarioBroken, ScenarioRun,
+                                         read_outcome)
+from autograder.trusted.verdicts import judge_exercise
 
 HOST_START_SECONDS = 180.0
 # The grader's notes kept in front of a test cell's verdict when the run stopped there.
@@ -323,7 +328,7 @@ class ForkedExecute(NbGraderPreprocessor):
         mistakes = list(enumerate(lesson.mistakes))
         for index, cell in tests:
             grade_id = cell.metadata["nbgrader"].get("grade_id", "")
-            exercise = grade_id.rsplit("-test", 1)[0]
+            exercise = exercise_of(grade_id) or grade_id
             scenarios = lesson.for_exercise(exercise)
             judged: list[ScenarioRun] = []
             for scenario in scenarios:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 from autograder import protocol
 from autograder.trusted.outputs import clean_done
 from autograder.trusted.payload import Payload
+from autograder.trusted.run import Run
 
 GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it is killed
 # A cell's limit is CPU time: kept inside the sandbox (a timer that stops the cell cleanly),
@@ -32,26 +33,6 @@ GRACE_SECONDS = 3.0  # after a cell's limit, how long its process has before it 
 WALL_FACTOR = 10
 CPU_POLL_SECONDS = 0.25  # how often the grader reads the notebook's CPU time
 _NEWLINES = re.compile(rb"\n{2,}")
-
-
-@dataclass
-class Run:
-    """What happened when a notebook was run, as established by the grader."""
-
-    outcome: str = "ok"  # ok | timeout | died | exit | oom
-    detail: str = ""
-    cell: int | None = None  # index of the cell that timed out or where the process ended
-    seconds: float = 0.0
-    cell_seconds: float = 0.0  # running time the notebook reported for the cells it ran
-    shared_seconds: float = 0.0  # running time of the shared prologue
-    observe_seconds: float = 0.0  # the scenarios' run on its answers (the grader's clock)
-    executed: dict[int, dict] = field(default_factory=dict)
-    outcomes: dict[str, Any] | None = None  # scenario runs, as reported (untrusted)
-    finished: bool = False
-    pid: int | None = None
-    budget_spent: bool = False
-    forged: bool = False  # it sent a cell's end twice: its reports after that are void
-    observing: bool = False  # every cell had ended and the scenarios were running its answers
 
 
 def read_lines(fd: int, buffer: bytearray) -> tuple[list[bytes], bool, int]:

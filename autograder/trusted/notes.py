@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from nbformat import NotebookNode, from_dict
 
-from autograder.trusted.verdicts import Check, one_line
+from autograder.text import one_line
+from autograder.trusted.verdicts import Check
 
 if TYPE_CHECKING:
-    from autograder.trusted.messages import Run
+    from autograder.trusted.run import Run
 
 TIMEOUT_ENAME = "CellTimeoutError"
 DEAD_ENAME = "DeadKernelError"

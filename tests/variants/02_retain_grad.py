@@ -341,4 +341,14 @@ def chain_gradients(values, factors):
     steps[-1].pow(2).sum().backward()
     return [step.grad for step in steps[1:]]
 '''),
+    # A dict kept between calls (a default argument): the two-orders scenario says so.
+    dict(exercise="02-ex2", name="dict-as-default-argument", expect="fail", mistake=None,
+         relation="depends on the order of calls", source='''
+def collect_gradients(named, loss, grads={}):
+    handles = [t.register_hook(save_into(grads, n)) for n, t in named.items()]
+    loss.backward()
+    for h in handles:
+        h.remove()
+    return grads
+'''),
 ]

@@ -285,4 +285,12 @@ def sgd_in_backward(params, lr):
         handles.insert(0, param.register_post_accumulate_grad_hook(step))
     return handles
 '''),
+    dict(exercise="03-ex2", name="calls-as-default-argument", expect="fail", mistake=None,
+         relation="depends on the order of calls", source='''
+def clip_and_count(tensor, low, high, calls=[]):
+    def clip(grad):
+        calls.append(int(((grad < low) | (grad > high)).sum()))
+        return grad.clamp(low, high)
+    return tensor.register_hook(clip), calls
+'''),
 ]

@@ -380,4 +380,12 @@ def vjps_from_one_forward(f, x, vs):
     J = torch.func.vmap(vjp_fn)(torch.eye(out.shape[0]))[0]
     return vs @ J
 '''),
+    # Reverse mode batched over every one-hot v (all of J), then a column picked.
+    dict(exercise="04-ex3", name="vmap-of-vjp", expect="fail", mistake="reverse-mode (backward)",
+         source='''
+def jacobian_column(f, x, j):
+    y, vjp_fn = torch.func.vjp(f, x)
+    rows = torch.func.vmap(vjp_fn)(torch.eye(y.numel()))[0]
+    return rows[:, j]
+'''),
 ]

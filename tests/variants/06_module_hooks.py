@@ -368,4 +368,22 @@ def count_calls(model, x):
         module._forward_hooks.clear()
     return counts
 '''),
+    dict(exercise="06-ex2", name="counts-made-once", expect="fail", mistake=None,
+         relation="depends on the order of calls", source='''
+COUNTS = {}
+
+def count_calls(model, x):
+    names = [name for name, _ in model.named_modules() if name]
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            COUNTS.setdefault(name, 0)
+            def hook(module, args, output, name=name):
+                COUNTS[name] += 1
+            handles.append(module.register_forward_hook(hook))
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return {name: COUNTS[name] for name in names}
+'''),
 ]

@@ -568,4 +568,35 @@ def attach_sgd_hooks(model, lr, weight_decay):
     for p in model.parameters():
         p.register_post_accumulate_grad_hook(step)
 '''),
+    dict(exercise="07-ex2", name="counts-as-default-argument", expect="fail", mistake=None,
+         relation="depends on the order of calls", source='''
+def float16_hooks(min_elements, counts={"received": 0, "stored": 0}):
+    def pack(tensor):
+        stored = tensor
+        if tensor.is_floating_point() and tensor.numel() >= min_elements:
+            stored = tensor.to(torch.float16)
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+    def unpack(packed):
+        return packed[1].to(packed[0])
+    return pack, unpack, counts
+'''),
+    dict(exercise="07-ex2", name="numel-times-four", expect="fail", mistake="numel × 4",
+         source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+    def pack(tensor):
+        if tensor.is_floating_point() and tensor.numel() >= min_elements:
+            stored = tensor.to(torch.float16)
+        else:
+            stored = tensor
+        counts["received"] += tensor.numel() * 4
+        counts["stored"] += stored.numel() * 4
+        return tensor.dtype, stored
+    def unpack(packed):
+        dtype, stored = packed
+        return stored.to(dtype)
+    return pack, unpack, counts
+'''),
 ]

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from autograder.intake.safe_copy import Refused, read_small
+from autograder.text import one_line
 from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings, OnSubmit
 
 QUEUE_FILE = "queue.json"
@@ -241,7 +242,7 @@ class Steps:
                                   "--student", entry.student, "--update"])
         refused = [line for line in output.splitlines() if "Not collected:" in line]
         if code or refused:
-            return one_line(" ".join(refused) or output[-600:])
+            return one_line(" ".join(refused) or output[-600:], 600)
         return self.due_date(entry)
 
     def due_date(self, entry: Entry) -> str:
@@ -288,7 +289,7 @@ class Steps:
         if code or row is None:
             return f"grading ended with status {code}: " + one_line(output[-600:])
         if row["status"] != "graded":
-            return f"{row['status']}: " + one_line(row.get("reason", "") or output[-400:])
+            return f"{row['status']}: " + one_line(row.get("reason", "") or output[-400:], 600)
         entry.score = f"{float(row['score']):g} / {float(row['max_score']):g}"
         entry.withheld = withhold
         return ""
@@ -317,7 +318,7 @@ class Steps:
         code, output = self._run(["-m", "nbgrader", "release_feedback", entry.lesson,
                                   "--student", entry.student])
         failed = [line for line in output.splitlines() if "Feedback not released" in line]
-        return one_line(" ".join(failed) or output[-600:]) if code or failed else ""
+        return one_line(" ".join(failed) or output[-600:], 600) if code or failed else ""
 
 
 def submitted_after(stamp: Path, deadline: datetime.datetime) -> bool:
@@ -326,11 +327,6 @@ def submitted_after(stamp: Path, deadline: datetime.datetime) -> bool:
     submitted = datetime.datetime.strptime(read_small(str(stamp), 1024).strip(),
                                            "%Y-%m-%d %H:%M:%S.%f %Z")
     return submitted.replace(tzinfo=datetime.timezone.utc) > deadline
-
-
-def one_line(text: str, limit: int = 600) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
