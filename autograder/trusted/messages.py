@@ -17,7 +17,6 @@ import re
 import select
 import signal
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from autograder import protocol
