@@ -75,7 +75,8 @@ test-fast: setup
 # (`--durations` in the suite's output shows when one has grown slow).
 FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,checks cluster_units docs_standalone \
 	documented_values environment grading_units hints hook_plots jacobian_plots layout \
-	module_plots notebook_structure report tasks verdicts withhold_hidden))
+	messages module_plots notebook_structure conventions intake_units patches report status tasks \
+	verdicts withhold_hidden))
 
 ## test-hub: the class JupyterHub's end-to-end tests (a few minutes; needs hub/node_modules: cd hub && npm ci)
 test-hub: setup

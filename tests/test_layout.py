@@ -117,3 +117,42 @@ def test_no_import_circle_among_the_packages():
     graph = {name: _imported(name, path, modules) for name, path in modules.items()}
     circles = _circles(graph)
     assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
+
+
+# What runs beside student code (the sandbox, the unconfined host that forks it, the wire
+# format) may import only each other and coursekit; what takes files in runs no student code
+# and judges nothing. The folders are the trust boundary only while these hold. (Importing the
+# package `autograder` itself, an empty __init__, is allowed everywhere.)
+BESIDE_STUDENT_CODE = ("autograder.sandbox", "autograder.runner", "autograder.protocol")
+BOUNDARIES = {
+    BESIDE_STUDENT_CODE: BESIDE_STUDENT_CODE + ("coursekit",),
+    ("autograder.intake",): ("autograder.intake", "autograder.text", "autograder.nbgrader_glue"),
+}
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+
+def _crossings(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for sides, allowed in BOUNDARIES.items():
+        for name, path in modules.items():
+            if _within(name, sides):
+                found += [f"{name} imports {target}"
+                          for target in sorted(_imported(name, path, modules))
+                          if target != "autograder" and not _within(target, allowed)]
+    return found
+
+
+def test_each_side_of_the_boundary_imports_only_what_it_may():
+    crossings = _crossings(_modules())
+    assert not crossings, "imports across the trust boundary: " + "; ".join(crossings)
+
+
+def test_a_sandbox_module_that_imports_the_judging_side_is_a_crossing(tmp_path):
+    (tmp_path / "shell.py").write_text("from autograder.trusted.verdicts import judge\n")
+    modules = {"autograder.sandbox.shell": tmp_path / "shell.py",
+               "autograder.trusted.verdicts": tmp_path / "verdicts.py"}
+    assert _crossings(modules) == [
+        "autograder.sandbox.shell imports autograder.trusted.verdicts"]
