@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -389,3 +390,24 @@ def test_highlighted_code_is_cached_only_while_small():
     assert cached(small) == "<pre>x = 1</pre>" and cached(large).startswith("<pre>a+a")
     assert [key[0] for key in cached.cache] == [small]
     assert cached.cached_bytes == len(small) + len("<pre>x = 1</pre>")
+
+
+def test_a_lesson_figure_keeps_its_alt_text_and_a_student_image_loads_nothing():
+    """The figures' HTML (an embedded PNG with alt text, coursekit.figures) reaches the feedback
+    page as it is; a student's own <img> of a web address, or a script beside it, does not."""
+    nb = lesson("03_tensor_hooks")
+    figure = next(output for cell in nb.cells for output in cell.get("outputs", [])
+                  if "<img" in output.get("data", {}).get("text/html", ""))
+    expected_alt = re.search(r'alt="([^"]*)"', figure["data"]["text/html"])[1]
+    nb.cells.append(new_code_cell("show()", outputs=[new_output(
+        "display_data", data={"text/html": '<img src="https://example.org/a.png" alt="tracker">'
+                                           f'<script>{attempt("figure-script")}</script>',
+                              "text/plain": "<figure>"})]))
+    page = render(nb)
+    images = [attrs for tag, attrs in Elements(page).tags if tag == "img"]
+    shown = [attrs for attrs in images if attrs.get("src", "").startswith("data:image/png;base64,")]
+    assert [attrs["alt"] for attrs in shown] == [unescape(expected_alt)]
+    assert base64.b64decode(shown[0]["src"].split(",", 1)[1]).startswith(b"\x89PNG")
+    student = [attrs for attrs in images if attrs.get("alt") == "tracker"]
+    assert student and all("src" not in attrs for attrs in student)
+    assert ways_to_run(page) == []
