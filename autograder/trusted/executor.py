@@ -26,6 +26,7 @@ from autograder import _imports  # noqa: F401 (first: a quicker jsonschema impor
 import ast
 import hashlib
 import hmac
+import html
 import json
 import math
 import os
@@ -91,6 +92,10 @@ MAX_MESSAGE_BYTES = 48 << 20
 HOST_START_SECONDS = 180.0
 _SAFE_MIME = ("text/plain", "image/png", "image/jpeg")
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+# The HTML a lesson figure comes with (coursekit.figures): the grader drops it, as all HTML, and
+# keeps its alt text, as plain text, for the feedback page's <img> of the PNG.
+_FIGURE_HTML = re.compile(
+    r'<img src="data:image/png;base64,[A-Za-z0-9+/=]*" alt="([^"<>]{1,4000})">')
 # nbgrader's rule (ClearHiddenTests): a line that holds the begin delimiter starts a hidden
 # region, one that holds the end delimiter ends it; both lines are hidden too.
 HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
@@ -673,12 +678,21 @@ def _clean_output(output: Any) -> dict | None:
             data[mime] = value
         if not data:
             data["text/plain"] = "<output not shown>"
-        cleaned = {"output_type": kind, "data": data, "metadata": {}}
+        alt = _figure_alt(raw.get("text/html")) if "image/png" in data else ""
+        cleaned = {"output_type": kind, "data": data,
+                   "metadata": {"image/png": {"alt": alt}} if alt else {}}
         if kind == "execute_result":
             count = output.get("execution_count")
             cleaned["execution_count"] = count if isinstance(count, int) else None
         return _without_escapes(cleaned) if "text/plain" in data else cleaned
     return None
+
+
+def _figure_alt(value: Any) -> str:
+    """The alt text of a figure's reported HTML, as printable text; "" for any other HTML."""
+    match = _FIGURE_HTML.fullmatch(_text(value, 20_000_000))
+    alt = html.unescape(match[1]) if match else ""
+    return " ".join("".join(c if c.isprintable() else " " for c in alt).split())
 
 
 def _describe_status(status: int) -> str:
