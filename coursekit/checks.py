@@ -7,7 +7,8 @@ value, all zeros, ...) and the test's own advice (`hint=`) are labelled "hint".
 A failing check raises `CheckFailed`, an AssertionError that IPython shows as its message alone
 (the likely mistake right under the first line), without the frames of this module; nbgrader
 and Validate still see an error. Importing this module in a Jupyter kernel also installs
-`coursekit.notebook`'s messages for unanswered exercises and stale answers.
+`coursekit.notebook`'s messages for unanswered exercises and stale answers, and
+`coursekit.figures`' alt text for figures.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 
+from coursekit import figures as _figures
 from coursekit.notebook import HINT_PREFIX, MISTAKE_PREFIX, CheckFailed, install
 
 __all__ = ["check_tensor", "check_equal", "check_true", "check_is_none", "diagnose",
@@ -148,3 +150,4 @@ def check_true(condition: bool, message: str) -> None:
 
 
 install()
+_figures.install()

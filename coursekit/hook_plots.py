@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
+from coursekit.figures import describe
+
 __all__ = ["plot_hook_order", "HOOK_COLOURS"]
 
 # Colour of a step, chosen by the first word of its label that names a kind of hook.
@@ -51,4 +53,6 @@ def plot_hook_order(events: Sequence[str], *, ax: Axes | None = None,
     ax.axis("off")
     if title:
         ax.set_title(title)
+    steps = "; ".join(f"{step + 1}. {label}" for step, label in enumerate(events))
+    describe(ax, f"{title + ': ' if title else ''}the hooks in the order they ran, {steps}")
     return ax

@@ -9,6 +9,8 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
+from coursekit.figures import describe
+
 __all__ = ["plot_jacobian"]
 
 
@@ -67,4 +69,13 @@ def plot_jacobian(jacobian: torch.Tensor, *, ax: Axes | None = None, title: str 
                                edgecolor="limegreen", linewidth=3))
     if title:
         ax.set_title(title)
+    outputs, inputs = _labels(output_labels, "y", rows), _labels(input_labels, "x", columns)
+    cells = "; ".join(f"row {outputs[i]}: " + ", ".join(_format(float(matrix[i, j]), decimals)
+                                                       for j in range(columns))
+                      for i in range(rows)) if rows * columns <= 64 else "values not listed"
+    marked = [f"row {outputs[highlight_row]} outlined" if highlight_row is not None else "",
+              f"column {inputs[highlight_column]} outlined" if highlight_column is not None else ""]
+    describe(ax, f"{title + ': ' if title else ''}a {rows}×{columns} Jacobian as a heat map "
+                 f"(rows: outputs, columns: inputs {', '.join(inputs)}); {cells}"
+                 + "".join(f"; {mark}" for mark in marked if mark))
     return ax

@@ -8,6 +8,8 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
+from coursekit.figures import describe
+
 __all__ = ["plot_by_name", "stage_of"]
 
 _STAGE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860",
@@ -58,4 +60,15 @@ def plot_by_name(values: Mapping[str, float], *, ax: Axes | None = None,
                   ncol=min(len(stages), 5))
     if title:
         ax.set_title(title)
+    # Sizes below a ten-thousandth of the largest are rounding noise (a normalised mean): "about 0".
+    largest = max(abs(number) for number in numbers)
+    if len(names) <= 12:
+        listed = ", ".join(f"{name} {number:.2g}" if abs(number) >= 1e-4 * largest
+                           else f"{name} about 0" for name, number in zip(names, numbers))
+    else:
+        top = max(zip(names, numbers), key=lambda pair: abs(pair[1]))
+        listed = (f"{len(names)} bars from {names[0]} to {names[-1]}, the largest in size "
+                  f"{top[0]} ({top[1]:.2g})")
+    describe(ax, f"{title + ': ' if title else ''}a bar chart of {ylabel}"
+                 f"{' on a log scale' if log else ''}, one bar per name: {listed}")
     return ax

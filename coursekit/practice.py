@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import nn
 
+from coursekit.figures import describe
+
 __all__ = [
     "SHAPE_NAMES", "make_shapes", "shape_cnn", "deep_mlp", "train", "accuracy",
     "tensor_bytes", "watch_outputs", "show_images", "plot_layer_curves", "plot_per_layer",
@@ -182,7 +184,7 @@ def show_images(images: torch.Tensor, titles: Sequence[str], ncols: int = 8) -> 
         ax.imshow(image.squeeze(0).detach(), cmap="gray")
         ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    return fig
+    return describe(fig, f"{len(images)} images, each titled with its label: {', '.join(titles)}")
 
 
 def plot_layer_curves(curves: Mapping[str, Sequence[float]], *, ylabel: str, title: str,
@@ -198,7 +200,10 @@ def plot_layer_curves(curves: Mapping[str, Sequence[float]], *, ylabel: str, tit
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
-    return ax
+    lines = "; ".join(f"{name} from {values[0]:.2g} to {values[-1]:.2g}"
+                      for name, values in curves.items() if len(values))
+    return describe(ax, f"{title}: {ylabel} against training step{', log scale' if log else ''}, "
+                        f"one line per layer: {lines}")
 
 
 def plot_per_layer(series: Mapping[str, Mapping[str, float]], *, ylabel: str, title: str,
@@ -215,7 +220,11 @@ def plot_per_layer(series: Mapping[str, Mapping[str, float]], *, ylabel: str, ti
     ax.set_title(title)
     ax.tick_params(axis="x", labelsize=8)
     ax.legend(fontsize=8)
-    return ax
+    lines = "; ".join(f"{label}: " + ", ".join(f"{layer} {value:.2g}"
+                                                for layer, value in values.items())
+                      for label, values in series.items())
+    return describe(ax, f"{title}: {ylabel} at each layer, input side first"
+                        f"{', log scale' if log else ''}, one line per model. {lines}")
 
 
 def show_overlays(images: torch.Tensor, maps: Mapping[str, torch.Tensor],
@@ -239,4 +248,6 @@ def show_overlays(images: torch.Tensor, maps: Mapping[str, torch.Tensor],
         ax.set_xticks([])
         ax.set_yticks([])
     fig.tight_layout()
-    return fig
+    return describe(fig, f"{len(images)} images, titled {', '.join(titles)}; under each, "
+                         f"{' and '.join(maps)} drawn over it as a heat map, one row each "
+                         "(red where the map is largest, blue where it is near zero)")

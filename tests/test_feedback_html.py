@@ -20,12 +20,14 @@ import os
 import re
 import subprocess
 import sys
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
+from nbformat import from_dict
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 import browser_support as lab_page
 from browser_support import REPO_ROOT, require_chromium, screenshot
@@ -389,3 +391,53 @@ def test_highlighted_code_is_cached_only_while_small():
     assert cached(small) == "<pre>x = 1</pre>" and cached(large).startswith("<pre>a+a")
     assert [key[0] for key in cached.cache] == [small]
     assert cached.cached_bytes == len(small) + len("<pre>x = 1</pre>")
+
+
+def test_a_lesson_figure_keeps_its_alt_text_and_a_student_image_loads_nothing():
+    """The figures' HTML (an embedded PNG with alt text, coursekit.figures) reaches the feedback
+    page as it is; a student's own <img> of a web address, or a script beside it, does not."""
+    nb = lesson("03_tensor_hooks")
+    figure = next(output for cell in nb.cells for output in cell.get("outputs", [])
+                  if "<img" in output.get("data", {}).get("text/html", ""))
+    expected_alt = re.search(r'alt="([^"]*)"', figure["data"]["text/html"])[1]
+    nb.cells.append(new_code_cell("show()", outputs=[new_output(
+        "display_data", data={"text/html": '<img src="https://example.org/a.png" alt="tracker">'
+                                           f'<script>{attempt("figure-script")}</script>',
+                              "text/plain": "<figure>"})]))
+    page = render(nb)
+    images = [attrs for tag, attrs in Elements(page).tags if tag == "img"]
+    shown = [attrs for attrs in images if attrs.get("src", "").startswith("data:image/png;base64,")]
+    assert [attrs["alt"] for attrs in shown] == [unescape(expected_alt)]
+    assert base64.b64decode(shown[0]["src"].split(",", 1)[1]).startswith(b"\x89PNG")
+    student = [attrs for attrs in images if attrs.get("alt") == "tracker"]
+    assert student and all("src" not in attrs for attrs in student)
+    assert ways_to_run(page) == []
+
+
+def test_the_grader_keeps_a_figures_alt_text_as_plain_text_and_no_other_html():
+    """A graded notebook's HTML is dropped (its process is the student's); the alt text of a
+    figure's HTML, exactly as coursekit.figures writes it, is kept as the PNG's metadata, and
+    the feedback page writes it escaped into the <img>."""
+    from autograder.trusted.outputs import clean_output as _clean_output
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
+
+    def shown(page_html: str) -> dict:
+        return _clean_output({"output_type": "display_data", "metadata": {}, "data": {
+            "image/png": png, "text/plain": "<Figure>", "text/html": page_html}})
+
+    figure = shown(f'<img src="data:image/png;base64,{png}" '
+                   'alt="loss &quot;falls&quot; &lt;fast&gt;\x1b[31m">')
+    assert "text/html" not in figure["data"]
+    assert figure["metadata"] == {"image/png": {"alt": 'loss "falls" <fast> [31m'}}
+    for other in (f'<img src="data:image/png;base64,{png}" alt="x" onerror="y">',
+                  '<img src="https://example.org/a.png" alt="x">',
+                  f'<img src="data:image/png;base64,{png}" alt="x"><script>y()</script>'):
+        assert shown(other)["metadata"] == {}
+    hostile_alt = f'a &quot; onerror=&quot;{attempt("alt")}'
+    cell = new_code_cell("plot()", outputs=[from_dict(
+        shown(f'<img src="data:image/png;base64,{png}" alt="{hostile_alt}">'))])
+    page = render(new_notebook(cells=[cell]))
+    images = [attrs for tag, attrs in Elements(page).tags if tag == "img"]
+    assert [attrs["alt"] for attrs in images] == [f'a " onerror="{attempt("alt")}']
+    assert ways_to_run(page) == []

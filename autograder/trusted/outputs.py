@@ -8,6 +8,7 @@ only as many as the feedback page can afford, and a notebook's outputs only up t
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -31,6 +32,10 @@ ESCAPE_WORK = 1 << 24
 ESCAPE_COST_BYTES = 256
 _ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]?)?")
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+# The HTML a lesson figure comes with (coursekit.figures): the grader drops it, as all HTML, and
+# keeps its alt text, as plain text, for the feedback page's <img> of the PNG.
+_FIGURE_HTML = re.compile(
+    r'<img src="data:image/png;base64,[A-Za-z0-9+/=]*" alt="([^"<>]{1,4000})">')
 
 
 def clean_done(message: dict) -> dict:
@@ -114,6 +119,13 @@ def _without_escapes(output: dict) -> dict:
     return output
 
 
+def _figure_alt(value: Any) -> str:
+    """The alt text of a figure's reported HTML, as printable text; "" for any other HTML."""
+    match = _FIGURE_HTML.fullmatch(_text(value, protocol.MAX_DATA_CHARS))
+    alt = html.unescape(match[1]) if match else ""
+    return " ".join("".join(c if c.isprintable() else " " for c in alt).split())
+
+
 def clean_output(output: Any) -> dict | None:
     """An output of a notebook as the grader keeps it: only inert content (plain text and
     raster images; HTML, SVG, JavaScript and Markdown outputs keep their plain-text form),
@@ -147,7 +159,9 @@ def clean_output(output: Any) -> dict | None:
             data[mime] = value
         if not data:
             data["text/plain"] = "<output not shown>"
-        cleaned = {"output_type": kind, "data": data, "metadata": {}}
+        alt = _figure_alt(raw.get("text/html")) if "image/png" in data else ""
+        cleaned = {"output_type": kind, "data": data,
+                   "metadata": {"image/png": {"alt": alt}} if alt else {}}
         if kind == "execute_result":
             count = output.get("execution_count")
             cleaned["execution_count"] = count if isinstance(count, int) else None
