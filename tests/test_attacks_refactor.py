@@ -1,0 +1,73 @@
+"""Attacks on what the refactor of issue 25 moved: intake, the text cleaner, the parser, the
+pages and the exports. Each test was seen to fail on the code before its fix."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
+import fixture_course  # noqa: E402
+
+from autograder.demo import Lessons, _write  # noqa: E402
+from autograder.intake.collect import collect  # noqa: E402
+
+A = fixture_course.LESSON_A
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = fixture_course.build_course(tmp_path_factory.mktemp("refactor") / "course")
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
+    return root, Lessons(root)
+
+
+def grade(folder: Path, out: Path, root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", str(folder), "--out", str(out),
+         "--course-root", str(root), "--jobs", "1", "--timeout", "20", "--no-progress",
+         "--lessons", A],
+        capture_output=True, text=True, timeout=900, env=dict(os.environ, CI="true"))
+
+
+def rows(out: Path) -> list[dict]:
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+# A folder name whose bytes are not UTF-8 (a student names their folder so in the exchange, or
+# an archive tool writes raw bytes): Python reads it with lone surrogates, which neither the
+# gradebook nor grades.csv can store. Before the fix it became a student id, and the gradebook's
+# insert stopped the whole class run ("error: 'utf-8' codec can't encode ...", exit 2).
+BAD_FOLDER = os.fsdecode(b"bad\xffname")
+
+
+def test_a_folder_name_that_is_not_utf8_is_refused_not_a_student(course, tmp_path):
+    root, lessons = course
+    folder = tmp_path / "class"
+    _write(lessons.correct(A), folder / BAD_FOLDER / f"{A}.ipynb")
+    found, _ = collect(folder, list(fixture_course.LESSONS), tmp_path / "work")
+    assert [s.student for s in found] == [""]
+    assert "not UTF-8" in found[0].problem and "\\udcff" in found[0].problem
+
+
+@pytest.mark.slow
+def test_names_that_are_not_utf8_stop_no_one_elses_grading(course, tmp_path):
+    root, lessons = course
+    folder = tmp_path / "class"
+    _write(lessons.correct(A), folder / "honest" / f"{A}.ipynb")
+    _write(lessons.correct(A), folder / BAD_FOLDER / f"{A}.ipynb")
+    _write(lessons.correct(A), folder / "other" / os.fsdecode(b"01_fixture_basics\xfe.ipynb"))
+    out = tmp_path / "out"
+    done = grade(folder, out, root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = {(r["student_id"], r["lesson"]): r for r in rows(out)}
+    assert table[("honest", A)]["score"] == "3"
+    assert table[("other", A)]["score"] == "3"
+    refused = [r for r in table.values() if not r["student_id"]]
+    assert len(refused) == 1 and "bad\\udcffname" in refused[0]["reason"]
