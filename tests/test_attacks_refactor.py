@@ -42,8 +42,8 @@ def rows(out: Path) -> list[dict]:
 
 # A folder name whose bytes are not UTF-8 (a student names their folder so in the exchange, or
 # an archive tool writes raw bytes): Python reads it with lone surrogates, which neither the
-# gradebook nor grades.csv can store. Before the fix it became a student id, and the gradebook's
-# insert stopped the whole class run ("error: 'utf-8' codec can't encode ...", exit 2).
+# gradebook nor grades.csv can store. Before the fix it became a student id (or, in a Moodle
+# export, a student's name), and the gradebook's insert stopped the whole class run ("error: 'utf-8' codec can't encode ...", exit 2).
 BAD_FOLDER = os.fsdecode(b"bad\xffname")
 
 
@@ -63,11 +63,15 @@ def test_names_that_are_not_utf8_stop_no_one_elses_grading(course, tmp_path):
     _write(lessons.correct(A), folder / "honest" / f"{A}.ipynb")
     _write(lessons.correct(A), folder / BAD_FOLDER / f"{A}.ipynb")
     _write(lessons.correct(A), folder / "other" / os.fsdecode(b"01_fixture_basics\xfe.ipynb"))
+    # A Moodle export's folder: the full name it carries goes into the gradebook.
+    moodle = os.fsdecode(b"J\xf6rg Smith_77_assignsubmission_file_")
+    _write(lessons.correct(A), folder / moodle / f"{A}.ipynb")
     out = tmp_path / "out"
     done = grade(folder, out, root)
     assert done.returncode == 0, done.stdout + done.stderr
     table = {(r["student_id"], r["lesson"]): r for r in rows(out)}
     assert table[("honest", A)]["score"] == "3"
     assert table[("other", A)]["score"] == "3"
+    assert table[("j_rg_smith", A)]["score"] == "3"
     refused = [r for r in table.values() if not r["student_id"]]
     assert len(refused) == 1 and "bad\\udcffname" in refused[0]["reason"]
