@@ -14,8 +14,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
 
+import nbformat  # noqa: E402
+from nbformat.v4 import new_code_cell, new_notebook  # noqa: E402
+
 from autograder.demo import Lessons, _write  # noqa: E402
 from autograder.intake.collect import collect  # noqa: E402
+from autograder.trusted.outputs import clean_done  # noqa: E402
 
 A = fixture_course.LESSON_A
 
@@ -75,3 +79,31 @@ def test_names_that_are_not_utf8_stop_no_one_elses_grading(course, tmp_path):
     assert table[("j_rg_smith", A)]["score"] == "3"
     refused = [r for r in table.values() if not r["student_id"]]
     assert len(refused) == 1 and "bad\\udcffname" in refused[0]["reason"]
+
+
+# An execution count is the notebook's to set (`get_ipython().execution_count = True`), and the
+# cell's end carries it. Before the fix a bool passed the parser's check (a bool is an int) and
+# an execute_result's count had none: the autograded notebook was then invalid, and a correct
+# notebook became "error: The notebook could not be graded", a status the run never had.
+@pytest.mark.parametrize("count", [True, False, -1, 10 ** 30])
+def test_an_execution_count_nbformat_cannot_write_is_dropped(count):
+    kept = clean_done({"index": 0, "execution_count": count, "outputs": [
+        {"output_type": "execute_result", "data": {"text/plain": "2"}, "metadata": {},
+         "execution_count": count}]})
+    assert kept["execution_count"] is None
+    assert kept["outputs"][0]["execution_count"] is None
+    cell = new_code_cell("1 + 1", execution_count=kept["execution_count"],
+                         outputs=[nbformat.from_dict(o) for o in kept["outputs"]])
+    nbformat.validate(new_notebook(cells=[cell]))
+
+
+@pytest.mark.slow
+def test_a_notebook_that_sets_its_execution_count_is_graded(course, tmp_path):
+    root, lessons = course
+    nb = lessons.correct(A)
+    nb.cells += [new_code_cell("get_ipython().execution_count = True"), new_code_cell("1 + 1")]
+    _write(nb, tmp_path / "class" / "counter" / f"{A}.ipynb")
+    done = grade(tmp_path / "class", tmp_path / "out", root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [row] = rows(tmp_path / "out")
+    assert (row["status"], row["score"]) == ("graded", "3"), row

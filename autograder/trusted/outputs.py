@@ -35,11 +35,17 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 
 def clean_done(message: dict) -> dict:
     """A cell's reported end as the grader keeps it: its cleaned outputs and its count."""
-    count = message.get("execution_count")
     outputs = (clean_output(x) for x in message["outputs"][:protocol.MAX_OUTPUTS])
     return {"outputs": [o for o in outputs if o is not None],
-            "execution_count": count if isinstance(count, int)
-            and 0 <= count < protocol.MAX_EXECUTION_COUNT else None}
+            "execution_count": _count(message.get("execution_count"))}
+
+
+def _count(value: Any) -> int | None:
+    """A reported execution count that nbformat can write (an int, not a bool, in range);
+    else None: a notebook sets its own, and `True` made its autograded notebook invalid."""
+    ok = isinstance(value, int) and not isinstance(value, bool) \
+        and 0 <= value < protocol.MAX_EXECUTION_COUNT
+    return value if ok else None
 
 
 def _text(value: Any, limit: int = protocol.MAX_TEXT_CHARS) -> str:
@@ -149,8 +155,7 @@ def clean_output(output: Any) -> dict | None:
             data["text/plain"] = "<output not shown>"
         cleaned = {"output_type": kind, "data": data, "metadata": {}}
         if kind == "execute_result":
-            count = output.get("execution_count")
-            cleaned["execution_count"] = count if isinstance(count, int) else None
+            cleaned["execution_count"] = _count(output.get("execution_count"))
         return _without_escapes(cleaned) if "text/plain" in data else cleaned
     return None
 
