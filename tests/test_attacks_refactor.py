@@ -107,3 +107,27 @@ def test_a_notebook_that_sets_its_execution_count_is_graded(course, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     [row] = rows(tmp_path / "out")
     assert (row["status"], row["score"]) == ("graded", "3"), row
+
+
+# In nbgrader's layout (<student>/<lesson>/) a timestamp.txt beside the notebook is copied
+# for nbgrader's late penalty; in a folder collected by hand the student wrote it. Before the
+# fix any text went to nbgrader, whose parse failed the submission ("could not be graded", a
+# status the run never had) or, for a large file, took minutes (dateutil: about 4 s a MB).
+@pytest.mark.slow
+def test_a_timestamp_that_is_no_time_is_ignored_with_a_note(course, tmp_path):
+    root, lessons = course
+    folder = tmp_path / "class"
+    _write(lessons.correct(A), folder / "stamped" / A / f"{A}.ipynb")
+    (folder / "stamped" / A / "timestamp.txt").write_text("not a time " * 100)
+    _write(lessons.correct(A), folder / "ontime" / A / f"{A}.ipynb")
+    (folder / "ontime" / A / "timestamp.txt").write_text("2020-01-01 10:00:00.000000 UTC")
+    done = grade(folder, tmp_path / "out", root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = {r["student_id"]: r for r in rows(tmp_path / "out")}
+    assert (table["stamped"]["status"], table["stamped"]["score"]) == ("graded", "3")
+    assert "timestamp.txt" in table["stamped"]["reason"]
+    assert (table["ontime"]["status"], table["ontime"]["score"]) == ("graded", "3")
+    assert "timestamp.txt" not in table["ontime"]["reason"]
+    copied = root / "submitted" / "ontime" / A / "timestamp.txt"
+    assert copied.read_text() == "2020-01-01 10:00:00.000000 UTC"
+    assert not (root / "submitted" / "stamped" / A / "timestamp.txt").exists()
