@@ -131,3 +131,15 @@ def test_a_timestamp_that_is_no_time_is_ignored_with_a_note(course, tmp_path):
     copied = root / "submitted" / "ontime" / A / "timestamp.txt"
     assert copied.read_text() == "2020-01-01 10:00:00.000000 UTC"
     assert not (root / "submitted" / "stamped" / A / "timestamp.txt").exists()
+
+
+# The names of the grader's own errors, reported by a notebook with an invisible character or
+# white space in them (`E.__name__ = "CellTimeoutError\u200b"`): before the fix only the exact
+# name was marked as the notebook's, so the note looked like the grader's in its pages.
+@pytest.mark.parametrize("ename", ["CellTimeoutError\u200b", "Dead\u200bKernelError",
+                                   " CheckFailed", "ChecksStopped\n", "CellNotRun\u2060Error"])
+def test_a_graders_error_name_with_invisible_characters_is_the_notebooks(ename):
+    from autograder.trusted.outputs import clean_output
+
+    kept = clean_output({"output_type": "error", "ename": ename, "evalue": "", "traceback": []})
+    assert kept["ename"].endswith(" (raised by the notebook)")

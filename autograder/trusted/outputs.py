@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from autograder import protocol
+from autograder.text import one_line
 from autograder.trusted.notes import GRADER_ENAMES
 
 # Of a notebook's outputs, the grader keeps this much in its autograded notebook and feedback
@@ -134,7 +135,8 @@ def clean_output(output: Any) -> dict | None:
     if kind == "error":
         trace = output.get("traceback")
         ename = _text(output.get("ename"), protocol.MAX_ENAME_CHARS)
-        if ename in GRADER_ENAMES:  # only the grader writes its notes (a status is read from them)
+        # Only the grader writes its notes: a name that reads as one of theirs is the notebook's.
+        if "".join(one_line(ename).split()) in GRADER_ENAMES:
             ename += " (raised by the notebook)"
         lines = trace[:protocol.MAX_TRACEBACK_LINES] if isinstance(trace, list) else []
         return _without_escapes({"output_type": "error", "ename": ename,
