@@ -143,3 +143,27 @@ def test_a_graders_error_name_with_invisible_characters_is_the_notebooks(ename):
 
     kept = clean_output({"output_type": "error", "ename": ename, "evalue": "", "traceback": []})
     assert kept["ename"].endswith(" (raised by the notebook)")
+
+
+# A zip whose central directory marks a member's name as UTF-8 when its bytes are not: Python
+# reads every name on opening the archive. Before the fix the class run stopped with only
+# "error: 'utf-8' codec can't decode byte 0xff ...", which says neither which file nor what to do.
+def test_a_zip_with_a_name_that_is_not_utf8_says_what_to_do(tmp_path):
+    import io
+    import struct
+    import zipfile
+
+    from autograder.intake.archives import extract_zip
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(f"alice/{A}.ipynb", "{}")
+        archive.writestr("bob/XXX.ipynb", "{}")
+    data = bytearray(buffer.getvalue().replace(b"XXX", b"\xff\xfe\xfd"))  # as long
+    at = 0
+    while (at := data.find(b"PK\x01\x02", at)) != -1:  # each central directory entry
+        struct.pack_into("<H", data, at + 8, struct.unpack_from("<H", data, at + 8)[0] | 0x800)
+        at += 4
+    (tmp_path / "class.zip").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="marked as UTF-8 but is not.*grade the folder"):
+        extract_zip(tmp_path / "class.zip", tmp_path / "into")
