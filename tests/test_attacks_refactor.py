@@ -47,7 +47,8 @@ def rows(out: Path) -> list[dict]:
 # A folder name whose bytes are not UTF-8 (a student names their folder so in the exchange, or
 # an archive tool writes raw bytes): Python reads it with lone surrogates, which neither the
 # gradebook nor grades.csv can store. Before the fix it became a student id (or, in a Moodle
-# export, a student's name), and the gradebook's insert stopped the whole class run ("error: 'utf-8' codec can't encode ...", exit 2).
+# export, a student's name), and the gradebook's insert stopped the whole class run
+# ("error: 'utf-8' codec can't encode ...", exit 2).
 BAD_FOLDER = os.fsdecode(b"bad\xffname")
 
 
