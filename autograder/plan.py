@@ -16,6 +16,8 @@ from autograder.nbgrader_glue.inproc import course_config, safe_student_id
 from autograder.tasks import Result, Task
 from autograder.trusted.seeds import submission_digest
 
+MAX_TIMESTAMP_BYTES = 1024  # nbgrader's timestamp.txt holds one line of about 30 characters
+
 
 @dataclass
 class Intake:
@@ -214,17 +216,28 @@ def plan_tasks(found: list[Submission], chosen: list[str], specs: dict, lesson_i
                                       reason=" ".join([reason, *notes])))
                 continue
             digest = submission_digest(read_regular(chosen_file.path, MAX_NOTEBOOK_BYTES))
+            timestamp, stamp_note = _timestamp_file(chosen_file)
+            notes += [stamp_note] if stamp_note else []
             tasks.append(Task(student=student, lesson=lesson, digest=digest,
-                              path=str(chosen_file.path), timestamp=_timestamp_file(chosen_file),
+                              path=str(chosen_file.path), timestamp=timestamp,
                               notes=tuple(notes)))
     return results, tasks
 
 
-def _timestamp_file(submission: Submission) -> str | None:
-    """nbgrader's timestamp.txt beside a notebook in its layout (<student>/<lesson>/)."""
+def _timestamp_file(submission: Submission) -> tuple[str | None, str | None]:
+    """nbgrader's timestamp.txt beside a notebook in its layout (<student>/<lesson>/), when it
+    holds a time nbgrader reads (else a note saying it was ignored), and None without one."""
+    from nbgrader.utils import parse_utc
+
     folder = submission.path.parent
     stamp = folder / "timestamp.txt"
     in_lesson_folder = submission.layout == "folders" and len(Path(submission.shown).parts) > 2
-    return str(stamp) if in_lesson_folder and stamp.is_file() and not stamp.is_symlink() \
-        else None
+    if not (in_lesson_folder and stamp.is_file() and not stamp.is_symlink()):
+        return None, None
+    try:
+        parse_utc(read_regular(stamp, MAX_TIMESTAMP_BYTES).decode("utf-8").strip())
+    except Exception:  # noqa: BLE001 (ValueError, OverflowError, a file past the limit, ...)
+        return None, ("Its timestamp.txt was ignored: it holds no submission time as nbgrader "
+                      "writes one (no late penalty was computed from it).")
+    return str(stamp), None
 

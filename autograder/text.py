@@ -7,8 +7,10 @@ import re
 
 MAX_REASON = 2000
 
-# C0 and C1 controls, DEL, line and paragraph separators, zero-width and bidirectional marks.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# C0 and C1 controls, DEL, line and paragraph separators, zero-width and bidirectional marks,
+# and lone surrogates (a file name's bytes that are not UTF-8: nothing could write them).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+                      "\ud800-\udfff]")
 
 
 def one_line(text: object, limit: int = MAX_REASON) -> str:

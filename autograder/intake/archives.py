@@ -26,6 +26,10 @@ def extract_zip(archive: Path, into: Path) -> list[str]:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as err:
         raise ValueError(f"{archive} cannot be read as a zip archive ({one_line(err, 200)})")
+    except UnicodeDecodeError:  # Python reads every member's name on opening the archive
+        raise ValueError(f"{archive} cannot be read as a zip archive: the name of a file in it "
+                         "is marked as UTF-8 but is not. Extract it with another tool (unzip) "
+                         "and grade the folder: that file alone is then refused.") from None
     with zf:
         members = zf.infolist()
         if len(members) > MAX_ARCHIVE_MEMBERS:

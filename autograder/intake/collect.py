@@ -231,8 +231,9 @@ def _submission(path: Path, parts: tuple[str, ...], lessons: list[str], layout: 
         rest = list(parts[1:]) or [parts[0]]
         if len(parts) > 1 and not usable_folder_id(parts[0]):
             sub.problem = (f"The folder name '{printable(parts[0])}' cannot be used as a "
-                           "student id (spaces at its ends, a leading dot, control characters "
-                           "or one of * ? [ ] \\), so its notebooks were not graded.")
+                           "student id (spaces at its ends, a leading dot, control characters, "
+                           "bytes that are not UTF-8 or one of * ? [ ] \\), so its notebooks "
+                           "were not graded.")
             return sub
     sub.layout, sub.key, sub.student = identity.layout, identity.key, identity.student
     sub.name, sub.order, sub.notes = identity.name, identity.order, list(identity.notes)

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from autograder import protocol
+from autograder.text import one_line
 from autograder.trusted.notes import GRADER_ENAMES
 
 # Of a notebook's outputs, the grader keeps this much in its autograded notebook and feedback
@@ -40,11 +41,17 @@ _FIGURE_HTML = re.compile(
 
 def clean_done(message: dict) -> dict:
     """A cell's reported end as the grader keeps it: its cleaned outputs and its count."""
-    count = message.get("execution_count")
     outputs = (clean_output(x) for x in message["outputs"][:protocol.MAX_OUTPUTS])
     return {"outputs": [o for o in outputs if o is not None],
-            "execution_count": count if isinstance(count, int)
-            and 0 <= count < protocol.MAX_EXECUTION_COUNT else None}
+            "execution_count": _count(message.get("execution_count"))}
+
+
+def _count(value: Any) -> int | None:
+    """A reported execution count that nbformat can write (an int, not a bool, in range);
+    else None: a notebook sets its own, and `True` made its autograded notebook invalid."""
+    ok = isinstance(value, int) and not isinstance(value, bool) \
+        and 0 <= value < protocol.MAX_EXECUTION_COUNT
+    return value if ok else None
 
 
 def _text(value: Any, limit: int = protocol.MAX_TEXT_CHARS) -> str:
@@ -140,7 +147,8 @@ def clean_output(output: Any) -> dict | None:
     if kind == "error":
         trace = output.get("traceback")
         ename = _text(output.get("ename"), protocol.MAX_ENAME_CHARS)
-        if ename in GRADER_ENAMES:  # only the grader writes its notes (a status is read from them)
+        # Only the grader writes its notes: a name that reads as one of theirs is the notebook's.
+        if "".join(one_line(ename).split()) in GRADER_ENAMES:
             ename += " (raised by the notebook)"
         lines = trace[:protocol.MAX_TRACEBACK_LINES] if isinstance(trace, list) else []
         return _without_escapes({"output_type": "error", "ename": ename,
@@ -163,8 +171,7 @@ def clean_output(output: Any) -> dict | None:
         cleaned = {"output_type": kind, "data": data,
                    "metadata": {"image/png": {"alt": alt}} if alt else {}}
         if kind == "execute_result":
-            count = output.get("execution_count")
-            cleaned["execution_count"] = count if isinstance(count, int) else None
+            cleaned["execution_count"] = _count(output.get("execution_count"))
         return _without_escapes(cleaned) if "text/plain" in data else cleaned
     return None
 
