@@ -360,3 +360,25 @@ def test_hidden_seeds_are_sent_only_after_the_visible_outcomes():
             os.close(fd)
     assert found["run"].outcomes == {"example/0": {"observations": {"v": 1}},
                                      f"random_points/{seed}": {"observations": {"h": 3}}}
+
+
+def test_a_notebook_forked_from_a_shared_prologue_can_use_every_thread_it_is_given():
+    """torch's OpenMP pool does not survive fork(): a prologue that ran with several threads
+    left a zygote whose forked notebooks hung at their first parallel operation (0 CPU, until
+    the wall clock's 10x limit said "timeout"). The prologue runs on one thread; the notebook
+    then gets its share of the cores and finishes."""
+    from autograder.sandbox.confine import check_available
+    from autograder.trusted.executor import Host, host_config
+
+    host = Host(host_config(2 << 30, threads=2, sandbox=check_available() is None))
+    request = {"cells": [(0, "import torch\nbig = torch.ones(2000, 2000) * 2\nbig.sum()"),
+                         (1, "print(torch.get_num_threads(), (torch.ones(2000, 2000) * 3)"
+                             ".sum().item())")],
+               "prologue": 1, "timeout": 3, "max_lines": 100, "files_from": None}
+    try:
+        run = host.run(request, timeout=3, budget=120)
+    finally:
+        host.stop()
+    assert run.outcome == "ok", (run.outcome, run.detail)
+    printed = "".join(o.get("text", "") for o in run.executed[1]["outputs"])
+    assert printed.split() == ["2", "12000000.0"]

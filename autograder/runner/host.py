@@ -391,7 +391,10 @@ def _zygote_main(host: Host, prologue: list, request: dict, scratch: str,
         import resource
         if host.address_space > 0:
             resource.setrlimit(resource.RLIMIT_AS, (host.address_space, host.address_space))
-        shell.enter_process(host.threads)
+        # One thread: torch's OpenMP pool does not survive fork(), and a notebook forked from
+        # a zygote whose pool had started hangs at its first parallel operation. Each notebook
+        # takes its share of the cores after the fork (_notebook_main).
+        shell.enter_process(1)
         captures = shell.capture_output()
         shell.enter_folder(scratch)
         before = sorted(os.listdir(scratch))
