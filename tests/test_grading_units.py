@@ -382,3 +382,38 @@ def test_a_notebook_forked_from_a_shared_prologue_can_use_every_thread_it_is_giv
     assert run.outcome == "ok", (run.outcome, run.detail)
     printed = "".join(o.get("text", "") for o in run.executed[1]["outputs"])
     assert printed.split() == ["2", "12000000.0"]
+
+
+def test_the_lessons_cells_after_its_last_exercise_are_left_out_unless_changed():
+    """Going further: the lesson's own code cells after its last test cell decide no grade, so
+    the grader runs neither the student's copies nor the reference's; a cell the student
+    changed or added there still runs (it could rebind an answer the scenarios call)."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from autograder.trusted.sources import Lesson, last_test
+
+    def graded(cell, **meta):
+        cell.metadata["nbgrader"] = meta
+        return cell
+
+    nb = new_notebook(cells=[
+        new_code_cell("import torch"),
+        graded(new_code_cell("def f(x):\n    return 2 * x"), solution=True, grade=False,
+               grade_id="09-ex1-answer"),
+        graded(new_code_cell("assert f(1) == 2"), solution=False, grade=True,
+               grade_id="09-ex1-test", points=1),
+        new_code_cell("slow = torch.ones(3)  # going further"),
+        new_code_cell("slow = torch.ones(4)  # going further, changed"),
+        new_code_cell("def f(x):\n    return 3 * x  # added by the student"),
+    ])
+    lesson = Lesson("09", "", "<none>", [], [], [], ["import torch"],
+                    epilogue=frozenset({"slow = torch.ones(3)  # going further",
+                                        "slow = torch.ones(5)  # going further"}))
+    cells = [(i, c.source) for i, c in enumerate(nb.cells)]
+    kept, skipped = lesson.graded_cells(nb, cells)
+    assert last_test(nb) == 2
+    assert skipped == [3]
+    assert [i for i, _ in kept] == [0, 1, 2, 4, 5]
+    # The same source before the last test cell always runs.
+    nb.cells[0].source = "slow = torch.ones(3)  # going further"
+    assert lesson.graded_cells(nb, [(0, nb.cells[0].source)]) == ([(0, nb.cells[0].source)], [])

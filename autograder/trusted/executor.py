@@ -42,8 +42,8 @@ from autograder.text import one_line
 from autograder.trusted.messages import collect
 from autograder.trusted.notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME, checks_stopped,
                                       checks_stopped_output, died_detail, died_output,
-                                      not_run_output, oom_output, timeout_output,
-                                      verdict_outputs)
+                                      not_graded_output, not_run_output, oom_output,
+                                      timeout_output, verdict_outputs)
 from autograder.trusted.outputs import MAX_KEPT_OUTPUT_BYTES, within
 from autograder.trusted.payload import Payload
 from autograder.trusted.run import Run
@@ -246,6 +246,7 @@ class ForkedExecute(NbGraderPreprocessor):
             source = strip_hidden(cell.source) if meta.get("grade") else cell.source
             if source.strip():
                 cells.append((index, source))
+        cells, skipped = lesson.graded_cells(nb, cells)
         for cell in nb.cells:  # what nbclient does before running a cell
             if cell.cell_type == "code":
                 cell.outputs = []
@@ -268,6 +269,8 @@ class ForkedExecute(NbGraderPreprocessor):
         host = self.host()
         run = host.run(request, timeout=self.timeout, budget=self.notebook_timeout)
         stops = self._apply(nb, cells, run)
+        for index in skipped:
+            nb.cells[index].outputs = [from_dict(not_graded_output())]
         checks = self._verdicts(nb, lesson, student, digest, secret, run, stops)
         found = run_status(nb, stops, died_detail(run), self.timeout, self.memory_limit)
         outcome = self.outcome

@@ -45,6 +45,13 @@ def timeout_output(timeout: float) -> dict:
                         "computing), and was stopped.")
 
 
+def not_graded_output() -> dict:
+    """The note on a lesson cell the grader left out: it comes after the last exercise."""
+    return {"output_type": "stream", "name": "stdout",
+            "text": "(Not run by the grader: this part of the lesson comes after its last "
+                    "exercise and decides no grade. Run it in the lesson to see its output.)\n"}
+
+
 def oom_output() -> dict:
     return error_output("MemoryError", "out of memory",
                         "The notebook's processes used more memory than the limit while this "

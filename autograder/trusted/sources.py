@@ -34,6 +34,7 @@ class Lesson:
     reference_cells: list[tuple[int, str]]
     prologue: list[str]  # sources of the cells before the first exercise
     student_source: str = ""  # what of the scenarios a student's sandbox gets
+    epilogue: frozenset[str] = frozenset()  # sources of the code cells after the last test
 
     @classmethod
     def load(cls, root: Path, name: str) -> "Lesson":
@@ -46,14 +47,25 @@ class Lesson:
         source = path.read_text() if path.is_file() else ""
         scenarios, mistakes = collect(load_module(source, str(path))) if source else ([], [])
         nb = nbformat.read(Path(root) / "solutions" / name / f"{name}.ipynb", as_version=4)
-        end = prologue_end(nb)
+        end, last = prologue_end(nb), last_test(nb)
         cells = [(i, c.source) for i, c in enumerate(nb.cells)
-                 if c.cell_type == "code" and c.source.strip()
+                 if c.cell_type == "code" and c.source.strip() and i < last
                  and not c.get("metadata", {}).get("nbgrader", {}).get("grade")]
         prologue = [c.source for c in nb.cells[:end] if c.cell_type == "code"
                     and c.source.strip()]
+        epilogue = frozenset(c.source for c in nb.cells[last + 1:]
+                             if c.cell_type == "code" and c.source.strip())
         return cls(name, source, str(path), scenarios, mistakes, cells, prologue,
-                   sandbox_source(source) if source else "")
+                   sandbox_source(source) if source else "", epilogue)
+
+    def graded_cells(self, nb: NotebookNode, cells: list[tuple[int, str]]
+                     ) -> tuple[list[tuple[int, str]], list[int]]:
+        """The cells worth running to grade `nb`, and the ones left out: the lesson's own code
+        cells after its last test cell ("Going further"), unchanged, decide no grade (the
+        reference run leaves them out too). A cell the student changed or added still runs."""
+        last = last_test(nb)
+        skipped = [i for i, source in cells if i > last and source in self.epilogue]
+        return [(i, source) for i, source in cells if i not in skipped], skipped
 
     def for_exercise(self, exercise: str) -> list:
         return [s for s in self.scenarios if s.exercise == exercise]
@@ -125,6 +137,15 @@ def sandbox_source(source: str) -> str:
     tree.body = [node for node, bound, _, kind in statements
                  if kind == "import" or (kind != "mistake" and bound & reached)]
     return ast.unparse(tree)
+
+
+def last_test(nb: NotebookNode) -> int:
+    """The index of the notebook's last test cell (nbgrader's graded cells that are not
+    answers), or the notebook's length when it has none: nothing comes after it."""
+    tests = [i for i, c in enumerate(nb.cells)
+             if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+             and not c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    return tests[-1] if tests else len(nb.cells)
 
 
 def prologue_end(nb: NotebookNode) -> int:
