@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from nbformat.v4 import new_code_cell
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course  # noqa: E402
@@ -91,3 +92,37 @@ def test_a_run_interrupted_while_hosts_start_leaves_no_host_and_no_traceback(hon
             assert host.status() == psutil.STATUS_ZOMBIE, f"runner host {host.pid} left"
         except psutil.NoSuchProcess:
             pass
+
+
+def test_a_stopped_command_takes_its_workers_and_their_notebooks_with_it(honest_class):
+    """`kill` (or `timeout`) on the grading command used to leave its workers grading on as
+    orphans, their runner hosts and notebooks with them."""
+    base, root = honest_class
+    course = Lessons(root)
+    slow = course.correct(A)
+    slow.cells.append(new_code_cell("import time\ntime.sleep(300)"))
+    _write(slow, base / "slow-class" / "sleeper" / f"{A}.ipynb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autograder", "grade", str(base / "slow-class"), "--out",
+         str(base / "out-stopped"), "--course-root", str(root), "--jobs", "1", "--timeout", "30"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, CI="true"))
+    started: list[psutil.Process] = []
+    try:
+        grader = psutil.Process(process.pid)
+        deadline = time.monotonic() + 300
+        while process.poll() is None and time.monotonic() < deadline and not any(
+                "autograder.runner.host" in " ".join(p.cmdline())
+                for p in grader.children(recursive=True)):
+            time.sleep(0.2)
+        assert process.poll() is None, "the command ended before its notebook slept"
+        time.sleep(20)  # a worker, its runner host and (most likely) the notebook, asleep
+        started = grader.children(recursive=True)
+        process.terminate()
+        process.wait(60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    _, alive = psutil.wait_procs(started, timeout=30)
+    assert not alive, "left running: " + "; ".join(
+        " ".join(p.cmdline())[:80] for p in alive if p.is_running())

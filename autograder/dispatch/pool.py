@@ -12,6 +12,7 @@ from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jso
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +38,11 @@ TRACE_ENV = "AUTOGRADER_POOL_TRACE"  # a file where the pool appends its timelin
 
 def _worker_main(conn: Connection, plain_options: dict, preload: list[str]) -> None:
     """The body of a grading worker."""
+    from autograder.sandbox.confine import die_with_parent
+
+    die_with_parent(signal.SIGTERM)  # a worker never outlives the command that started it
+    if os.getppid() == 1:  # that command had already gone
+        return
     os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
