@@ -83,27 +83,42 @@ def formgrader_hint(course_root: Path) -> str:
 
 
 class Progress:
-    """A one-line progress bar on a terminal; silent under CI or when stderr is not a tty."""
+    """A one-line progress bar on a terminal; elsewhere (CI, a log file, a pipe) a plain line
+    at most once a minute, so that a long run is not mistaken for a hung one; nothing at all
+    when `enabled` is False (--no-progress)."""
 
-    def __init__(self, total: int, enabled: bool | None = None, stream=None) -> None:
+    PLAIN_EVERY = 60.0  # seconds between plain lines
+
+    def __init__(self, total: int, enabled: bool | None = None, stream=None,
+                 clock=time.monotonic) -> None:
         self.stream = stream or sys.stderr
+        self.quiet = enabled is False
         if enabled is None:
             ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
             enabled = not ci and hasattr(self.stream, "isatty") and self.stream.isatty()
         self.enabled, self.total, self.done = enabled, total, 0
-        self.started = time.monotonic()
+        self.clock = clock
+        self.started = self.said = clock()
         self.counts: Counter = Counter()
 
     def update(self, result: Result) -> None:
         self.done += 1
         self.counts[result.status] += 1
-        if not self.enabled or not self.total:
+        if not self.total:
+            return
+        now = self.clock()
+        elapsed = now - self.started
+        bad = self.done - self.counts["graded"]
+        if not self.enabled:
+            if not self.quiet and now - self.said >= self.PLAIN_EVERY and self.done < self.total:
+                self.said = now
+                self.stream.write(f"{self.done}/{self.total} notebooks done, {bad} not graded, "
+                                  f"{elapsed:.0f} s\n")
+                self.stream.flush()
             return
         width = 30
         filled = int(width * self.done / self.total)
-        elapsed = time.monotonic() - self.started
         eta = elapsed / self.done * (self.total - self.done)
-        bad = self.done - self.counts["graded"]
         self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
                           f"notebooks, {bad} not graded, {elapsed:.0f} s, ~{eta:.0f} s left ")
         self.stream.flush()

@@ -417,3 +417,22 @@ def test_the_lessons_cells_after_its_last_exercise_are_left_out_unless_changed()
     # The same source before the last test cell always runs.
     nb.cells[0].source = "slow = torch.ones(3)  # going further"
     assert lesson.graded_cells(nb, [(0, nb.cells[0].source)]) == ([(0, nb.cells[0].source)], [])
+
+
+def test_progress_off_a_terminal_is_a_plain_line_a_minute_and_none_when_asked():
+    from autograder.tasks import Result
+
+    now = [0.0]
+    log = io.StringIO()
+    progress = Progress(5, stream=log, clock=lambda: now[0])
+    for seconds, status in ((10, "graded"), (61, "timeout"), (90, "graded"), (125, "graded"),
+                            (200, "graded")):
+        now[0] = seconds
+        progress.update(Result("s", "01", status=status))
+    assert log.getvalue().splitlines() == ["2/5 notebooks done, 1 not graded, 61 s",
+                                           "4/5 notebooks done, 1 not graded, 125 s"]
+    quiet = io.StringIO()
+    silent = Progress(5, enabled=False, stream=quiet, clock=lambda: now[0])
+    now[0] = 1000
+    silent.update(Result("s", "01"))
+    assert quiet.getvalue() == ""
