@@ -227,6 +227,7 @@ def test_the_start_page_lists_the_lessons_what_to_fetch_and_progress(tmp_path):
     assert f"({LESSON}/{LESSON}.ipynb)" in rows["01"] and "1 of 4 exercises pass" in rows["01"]
     assert "released: **Fetch** it" in rows["02"] and "](" not in rows["02"]
     assert "not released yet" in rows["07"]
+    assert "Hooks in practice: a capstone" in rows["07"]  # its own title before its release
     assert "Lesson 01" not in rows["01"] and "Leaf" in rows["01"]  # the title from its heading
     assert "**Nbgrader ▸ Assignment List**" in page and "`<lesson>/<lesson>.ipynb`" in page
     assert "make " not in page and "work/" not in page  # nothing of `make lab`'s

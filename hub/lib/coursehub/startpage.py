@@ -79,6 +79,8 @@ def start_page(home: Path, outbound: Path, repository: Path,
         notebook = _notebook(copy) if copy.is_file() else None
         source = notebook or (_notebook(outbound / name / f"{name}.ipynb")
                               if name in released else None)
+        # Before its release, a lesson's title comes from the course's own student notebook.
+        source = source or _notebook(repository / "notebooks" / name / f"{name}.ipynb")
         number, title = lesson_title(source or {}, name)
         if copy.is_file():
             lesson, progress = f"[{title}]({name}/{name}.ipynb)", _progress(notebook)
