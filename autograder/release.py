@@ -89,18 +89,26 @@ def release(release_dir: Path | None = None, names: list[str] | None = None,
             root: Path = COURSE_ROOT) -> Path:
     """Run nbgrader generate_assignment for each lesson into `release_dir` (notebooks/ by default)."""
     release_dir = Path(release_dir) if release_dir else root / "notebooks"
-    with tempfile.TemporaryDirectory(prefix="release-gradebook-") as scratch:
-        for name in names or lessons(root):
-            # A scratch gradebook: releasing does not touch the instructors' gradebook.db.
+    with tempfile.TemporaryDirectory(prefix="release-") as scratch:
+        # A scratch gradebook (releasing does not touch the instructors' gradebook.db) and a
+        # scratch release folder: a lesson's folder in `release_dir` is replaced only once
+        # nbgrader has made its new one (and nbgrader has nothing of its own to remove).
+        fresh = Path(scratch) / "release"
+        chosen = names or lessons(root)
+        for name in chosen:
             subprocess.run(
                 nbgrader_command(
-                    "generate_assignment", name, "--force", "--log-level=WARN",
+                    "generate_assignment", name, "--log-level=WARN",
                     f"--CourseDirectory.root={root}",
-                    f"--CourseDirectory.release_directory={release_dir}",
+                    f"--CourseDirectory.release_directory={fresh}",
                     f"--CourseDirectory.db_url=sqlite:///{scratch}/gradebook.db",
                 ),
                 cwd=root, env=nbgrader_env(), check=True,
             )
+        release_dir.mkdir(parents=True, exist_ok=True)
+        for name in chosen:
+            shutil.rmtree(release_dir / name, ignore_errors=True)
+            shutil.move(fresh / name, release_dir / name)
     for leftover in release_dir.glob("*/.ipynb_checkpoints"):
         shutil.rmtree(leftover)
     order, titles = lesson_titles(root / "solutions")
