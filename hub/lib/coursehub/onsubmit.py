@@ -42,6 +42,7 @@ from pathlib import Path
 from autograder.intake.safe_copy import Refused, read_small
 from autograder.text import one_line
 from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings, OnSubmit
+from coursehub.state import as_nobody
 
 QUEUE_FILE = "queue.json"
 REPORT_FILE = "on-submit.md"  # in the course folder, for the instructors
@@ -203,15 +204,7 @@ class Steps:
         if self.stopping:
             return 1, "the service is stopping"
         settings = self.settings
-        nobody = pwd.getpwnam("nobody").pw_uid
-        gid = grp.getgrnam(settings.instructors_group).gr_gid
-
-        def drop() -> None:
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(nobody)
-            os.umask(0o007)
-
+        drop = as_nobody(settings)
         env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": "/nonexistent",
                "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8", **(env or {})}
         self.current = subprocess.Popen([str(self.python), *args], cwd=settings.course_dir,

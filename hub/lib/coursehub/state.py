@@ -25,6 +25,7 @@ import stat
 import struct
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 from coursehub.settings import REPO_ROOT, ClassSettings
 
@@ -303,9 +304,9 @@ def hide_repository(repo: Path = REPO_ROOT,
 # --------------------------------------------------------------------------------------------
 # Students in the gradebook
 
-def students_command(settings: ClassSettings, python: Path, names: list[str]) -> dict:
-    """How to run coursehub.students for `names`: as `nobody` with the instructors' group
-    (arguments for subprocess.Popen or asyncio.create_subprocess_exec)."""
+def as_nobody(settings: ClassSettings) -> Callable[[], None]:
+    """What a child process runs before its program (`preexec_fn`): it becomes `nobody` with
+    the instructors' group only, and makes files that group can read and write."""
     nobody = pwd.getpwnam("nobody").pw_uid
     gid = grp.getgrnam(settings.instructors_group).gr_gid
 
@@ -315,6 +316,13 @@ def students_command(settings: ClassSettings, python: Path, names: list[str]) ->
         os.setuid(nobody)
         os.umask(0o007)
 
+    return drop
+
+
+def students_command(settings: ClassSettings, python: Path, names: list[str]) -> dict:
+    """How to run coursehub.students for `names`: as `nobody` with the instructors' group
+    (arguments for subprocess.Popen or asyncio.create_subprocess_exec)."""
+    drop = as_nobody(settings)
     return {
         "args": [str(python), "-m", "coursehub.students", str(settings.course_dir),
                  settings.course_id, *names],
