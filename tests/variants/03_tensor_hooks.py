@@ -73,6 +73,20 @@ def freeze_entries(param, mask):
     return param.register_hook(lambda grad: grad * keep)
 '''),
 
+    dict(exercise="03-ex3", name="global-handles-list", expect="fail", mistake=None,
+         relation="times the expected value", source='''
+handles = []
+
+
+def sgd_in_backward(params, lr):
+    def step(param):
+        param.add_(param.grad, alpha=-lr)
+        param.grad = None
+    for param in params:
+        handles.append(param.register_post_accumulate_grad_hook(step))
+    return handles
+'''),
+
     # ------------------------------------------------------------ 03-ex2 clip_and_count
     dict(exercise="03-ex2", name="abs-ignores-low", expect="fail", mistake="lower bound",
          source='''
