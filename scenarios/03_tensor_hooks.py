@@ -83,6 +83,20 @@ def freeze_entries_shared(freeze_entries, rng):
     return {"p.grad": p.grad, "a.grad (the hook sits on p)": a.grad}
 
 
+@scenario("03-ex1", uses=["freeze_entries"], title="two tensors frozen at once")
+def freeze_entries_two_at_once(freeze_entries, rng):
+    n = _size(rng, 3, 6)
+    first = torch.randn(n, generator=rng, requires_grad=True)
+    second = torch.randn(n, generator=rng, requires_grad=True)
+    first_mask = torch.rand(n, generator=rng) < 0.5
+    first_mask[0], first_mask[1] = True, False
+    second_mask = ~first_mask    # another mask: a hook that reads the last mask given differs
+    freeze_entries(first, first_mask)
+    freeze_entries(second, second_mask)
+    (first * torch.randn(n, generator=rng) + second * 3.0).sum().backward()
+    return {"first.grad (frozen first)": first.grad, "second.grad (frozen second)": second.grad}
+
+
 @mistake("03-ex1", "The mask is the wrong way round: the gradient must be 0 where mask is "
                    "True and unchanged where it is False.")
 def freeze_entries(param, mask):
@@ -370,7 +384,10 @@ def sgd_twice(sgd_in_backward, rng):
     observed["weight after each backward"] = positions
     observed["weight.grad at the end"] = weight.grad
     empty = sgd_in_backward([], lr)
-    observed["sgd_in_backward([], lr)"] = empty if isinstance(empty, list) else repr(type(empty))
+    # the number of handles, not the handles: a list that kept earlier calls' handles is then
+    # reported as too long instead of as data that cannot be reported
+    observed["handles returned by sgd_in_backward([], lr)"] = (
+        len(empty) if isinstance(empty, list) else repr(type(empty)))
     return observed
 
 

@@ -41,6 +41,25 @@ def freeze_entries(param, mask):
 def freeze_entries(param, mask):
     return param.register_hook(lambda grad: torch.tensor([[0.0, 0.0], [2.0, 2.0], [0.0, 3.0]]))
 '''),
+    dict(exercise="03-ex1", name="global-handle-removes-previous", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
+_handle = None
+
+
+def freeze_entries(param, mask):
+    global _handle
+    if _handle is not None:
+        _handle.remove()
+    _handle = param.register_hook(lambda grad: grad.masked_fill(mask, 0.0))
+    return _handle
+'''),
+    dict(exercise="03-ex1", name="mask-read-from-a-global", expect="fail", mistake=None,
+         relation="right on the test cell's example", source='''
+def freeze_entries(param, mask):
+    global _mask
+    _mask = mask
+    return param.register_hook(lambda grad: grad.masked_fill(_mask, 0.0))
+'''),
     dict(exercise="03-ex1", name="torch-where", expect="pass", mistake=None, source='''
 def freeze_entries(param, mask):
     def zero_frozen(grad):
@@ -52,6 +71,20 @@ def freeze_entries(param, mask):
 def freeze_entries(param, mask):
     keep = (~mask).to(param.dtype)
     return param.register_hook(lambda grad: grad * keep)
+'''),
+
+    dict(exercise="03-ex3", name="global-handles-list", expect="fail", mistake=None,
+         relation="times the expected value", source='''
+handles = []
+
+
+def sgd_in_backward(params, lr):
+    def step(param):
+        param.add_(param.grad, alpha=-lr)
+        param.grad = None
+    for param in params:
+        handles.append(param.register_post_accumulate_grad_hook(step))
+    return handles
 '''),
 
     # ------------------------------------------------------------ 03-ex2 clip_and_count
