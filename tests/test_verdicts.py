@@ -455,3 +455,25 @@ def test_two_counts_that_agree_are_not_said_to_be_in_the_wrong_place():
     student = read_outcome({"observations": {"h.grad": T(3.0, 4.0), "x.grad": T(3.0, 4.0)}})
     (check,) = judge_exercise([ScenarioRun(scenario, reference, student)])
     assert "h.grad holds what x.grad should be" in check.relations
+
+
+def test_a_rule_the_example_never_measures_is_not_said_to_fit_the_example():
+    """A hidden check that fails only on what the visible example does not measure (here a
+    flag) says nothing of an answer fitted to the example: its values were right."""
+    def run(visible: bool, expected: dict, found: dict, name: str) -> ScenarioRun:
+        scenario = Scenario(exercise="01-ex1", name=name, func=lambda answer, rng: {},
+                            uses=("f",), visible=visible)
+        return ScenarioRun(scenario, read_outcome({"observations": expected}),
+                           read_outcome({"observations": found}))
+
+    example = run(True, {"y": 2.0}, {"y": 2.0}, "example")
+    rule = run(False, {"y": 5.0, "retains_grad": True}, {"y": 5.0, "retains_grad": False},
+               "every_step")
+    checks = judge_exercise([example, rule])
+    assert not checks[1].passed
+    assert not any("test cell's example" in r for r in checks[1].relations)
+    assert not any("special-cased" in h for h in checks[1].hints)
+    values = run(False, {"y": 5.0, "retains_grad": True}, {"y": 7.0, "retains_grad": True},
+                 "every_step")
+    checks = judge_exercise([example, values])
+    assert "right on the test cell's example, wrong on these inputs" in checks[1].relations

@@ -77,6 +77,8 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
                     _differs(run.scenario, run.reference, outcome):
                 check.mistake = mistake.message
     visible_ok = any(c.visible for c in checks) and all(c.passed for c in checks if c.visible)
+    example_measures = {_measure(key) for run in runs if run.scenario.visible
+                        for key in (run.reference.observations or {})}
     orders = [_order_relations(run) if not check.passed else [] for run, check in
               zip(runs, checks)]
     stateful = any(orders)  # a call gave another result after other calls: state is kept
@@ -88,7 +90,14 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
         # A check that measured the answer right on its first call and wrong on a later one
         # says that alone: it is not an answer fitted to the example.
         first_call = any(FIRST_CALL in fact for fact, _ in order)
-        if visible_ok and not check.visible and run.student.stopped is None and not first_call:
+        # Not said where this check measured some things the example measured too, all of
+        # them right, and is wrong only on what the example never measures (a flag, a count):
+        # the values were right, so nothing says the answer was fitted to the example.
+        wrong = _wrong_observations(run)
+        shared = {_measure(key) for key in run.reference.observations or {}} & example_measures
+        fitted = wrong is None or not shared or bool(wrong & shared)
+        if visible_ok and not check.visible and run.student.stopped is None and not first_call \
+                and fitted:
             if stateful:
                 found.append(("right on the test cell's example, which runs first, and wrong "
                               "on these later calls", _STATE_HINT))
@@ -101,6 +110,26 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
         check.relations = list(dict.fromkeys([fact for fact, _ in found] + check.relations))
         check.hints = list(dict.fromkeys([hint for _, hint in found if hint] + check.hints))
     return checks
+
+
+def _wrong_observations(run: ScenarioRun) -> set[str] | None:
+    """The observations of the student's run that differ from the reference's (missing ones
+    included); None when either reported none (it raised or stopped)."""
+    expected, found = run.reference.observations, run.student.observations
+    if expected is None or found is None:
+        return None
+    wrong = set()
+    for key, value in expected.items():
+        rtol, atol = run.scenario.tolerance_for(key)
+        if key not in found or differences(value, found[key], rtol, atol, key, False):
+            wrong.add(_measure(key))
+    return wrong
+
+
+def _measure(key: str) -> str:
+    """What an observation measures: "y, call 2 (B)" measures what "y" does."""
+    match = _ORDER_KEY.fullmatch(key)
+    return match["what"] if match else key
 
 
 def _matches(scenario: Scenario, wrong: Outcome, student: Outcome) -> bool:
