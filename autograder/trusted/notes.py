@@ -48,7 +48,7 @@ def timeout_output(timeout: float) -> dict:
 def not_graded_output() -> dict:
     """The note on a lesson cell the grader left out: it comes after the last exercise."""
     return {"output_type": "stream", "name": "stdout",
-            "text": "(Not run by the grader: this part of the lesson comes after its last "
+            "text": "(Not run by the grader: this part of the lesson comes after its last\n"
                     "exercise and decides no grade. Run it in the lesson to see its output.)\n"}
 
 
