@@ -41,6 +41,7 @@ from pathlib import Path
 
 from autograder.intake.safe_copy import Refused, read_small
 from autograder.text import one_line
+from coursehub.cgroups import require_for_grading
 from coursehub.onsubmit_report import class_report, full_feedback
 from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings, OnSubmit
 from coursehub.state import as_nobody
@@ -444,6 +445,7 @@ def inbound_names(settings: ClassSettings) -> list[str]:
 
 def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
     """Watch, grade and release until SIGTERM (JupyterHub stopping its services)."""
+    require_for_grading(settings, python)
     for folder, mode in ((settings.queue_dir, 0o711), (settings.queue_dir / "students", 0o711)):
         folder.mkdir(exist_ok=True)
         os.chmod(folder, mode)
