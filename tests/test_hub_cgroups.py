@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ from conftest import COURSE_ROOT
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
 from coursehub import cgroups  # noqa: E402
 from coursehub import settings as class_settings  # noqa: E402
-from test_onsubmit import nobodys_python  # noqa: E402,F401 (a fixture)
+from test_onsubmit import hub_course, nobodys_python  # noqa: E402,F401 (fixtures)
 
 HUB_LIB = str(COURSE_ROOT / "hub" / "lib")
 LIMIT = 64 << 20
@@ -67,34 +65,16 @@ def _root_has_cgroups() -> str:
 
 
 @pytest.fixture
-def class_state(nobodys_python):  # noqa: F811
-    """A class's state and course folders (nobody may pass), its class.toml, and the hub's
-    cgroups removed afterwards."""
-    base = tempfile.mkdtemp(prefix="hub-cgroups-")
-    os.chmod(base, 0o755)
-    config = os.path.join(base, "class.toml")
-    with open(config, "w") as handle:
-        handle.write('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n'
-                     'instructors_group = "root"\n[feedback]\nfeedback_on_submit = true\n')
-    settings = class_settings.load(Path(config))
-    settings.course_dir.mkdir(parents=True)
-    os.chmod(settings.state_dir, 0o711)
-    os.chmod(settings.course_dir, 0o2770)
-    yield settings, nobodys_python
-    layout = cgroups.load(settings) or {}
-    folders = []
-    for key in ("on-submit", "instructors"):
-        place = layout.get(key, {})
-        folders += list(place.values()) if isinstance(place, dict) else [place]
-    for folder in folders:  # the deepest first; the processes that were there have ended
-        for inner, _, _ in sorted(os.walk(folder), key=lambda step: -len(step[0])):
-            os.rmdir(inner)
-        if folder == folders[-1] or os.path.basename(folder) == "instructors":
-            try:
-                os.rmdir(os.path.dirname(folder))
-            except OSError:
-                pass
-    shutil.rmtree(base, ignore_errors=True)
+def class_state(hub_course):  # noqa: F811
+    """A class's state and course folders (test_onsubmit's), and the hub's cgroups removed
+    afterwards as `make hub-stop` removes them."""
+    settings, python = hub_course
+    yield settings, python
+    cgroups.remove(settings)
+    assert cgroups.load(settings) is None
+    bases = list(cgroups._v1_bases().values()) or [cgroups._v2_base() or "/nonexistent"]
+    assert not [base for base in bases
+                if os.path.exists(f"{base}/{cgroups.subtree_name(settings)}")]
 
 
 def _serve(settings, python, timeout=120) -> subprocess.CompletedProcess:

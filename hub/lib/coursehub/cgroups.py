@@ -183,6 +183,24 @@ def prepare(settings: ClassSettings) -> tuple[dict | None, str]:
     return layout, why
 
 
+def remove(settings: ClassSettings) -> None:
+    """As root, once the hub has stopped: remove the class's cgroups where nothing runs in them
+    any more (a folder something still runs in stays, and is used again at the next start)."""
+    layout = load(settings)
+    if layout is None:
+        return
+    places = [layout["on-submit"], layout["instructors"]]
+    folders = [folder for place in places
+               for folder in (place.values() if isinstance(place, dict) else [place])]
+    for folder in folders + sorted({os.path.dirname(folder) for folder in folders}):
+        for inner, _, _ in sorted(os.walk(folder), key=lambda step: -len(step[0])):
+            try:
+                os.rmdir(inner)
+            except OSError:
+                pass
+    (settings.state_dir / LAYOUT_FILE).unlink(missing_ok=True)
+
+
 def load(settings: ClassSettings) -> dict | None:
     try:
         return json.loads((settings.state_dir / LAYOUT_FILE).read_text())

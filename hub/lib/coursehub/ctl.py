@@ -176,6 +176,7 @@ def stop(settings: ClassSettings, timeout: float = 60.0, echo=print) -> bool:
     while proxy and _alive(proxy) and time.monotonic() < deadline:
         time.sleep(0.2)
     (settings.hub_dir / PIDFILE).unlink(missing_ok=True)
+    cgroups.remove(settings)
     echo(f"The class hub stopped; its state stays in {settings.state_dir}.")
     return True
 
