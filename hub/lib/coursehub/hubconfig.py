@@ -25,7 +25,8 @@ UMASK = {"instructor": 0o007, "student": 0o077}
 
 class ClassSpawner(LocalProcessSpawner):
     """LocalProcessSpawner with the class's limits: each process of the server (kernels
-    included) gets `memory_limit` bytes of address space, files it creates get the role's
+    included) gets `memory_limit` bytes of address space (an instructor's with a cgroup for
+    grading: as its soft limit only), files it creates get the role's
     permissions (umask), and it starts in its notebook folder (where terminals open). When the
     server stops, so does every process of its account (kernels, anything left running)."""
 
@@ -42,8 +43,11 @@ class ClassSpawner(LocalProcessSpawner):
             if places:  # as root still: the server and what it starts run there
                 cgroups.enter(places)
             os.umask(umask)
-            if limit:
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            if limit:  # an instructor's grading in their cgroup: the sandbox gives each
+                # notebook more address space than memory (it counts memory in the cgroup),
+                # so the hard limit is left for it to set
+                hard = resource.RLIM_INFINITY if places else limit
+                resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
             become_user()
             if folder:
                 os.chdir(folder)
