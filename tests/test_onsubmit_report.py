@@ -10,6 +10,10 @@ import re
 import shutil
 import sys
 
+import pytest
+
+import browser_support as lab_page
+from browser_support import require_chromium, screenshot
 from conftest import COURSE_ROOT
 
 from autograder.outputs import write_grades
@@ -90,3 +94,35 @@ def test_the_records_are_read_back_only_when_bounded(tmp_path):
                        '[{"exercise": "e", "passed": true, "other": 1}]}]}') == \
         {("ann", "x"): [{"exercise": "e", "cell": None, "scenario": None, "visible": None,
                          "passed": True, "mistake": None}]}
+
+
+@pytest.mark.browser
+def test_the_on_submit_report_shows_the_named_mistake_in_a_browser(tmp_path, monkeypatch):
+    """What an instructor sees opening on-submit/report.html: the mistake by name, the
+    visible and hidden checks' pass rates apart, and each student's score linked to the
+    feedback page they got."""
+    from playwright.sync_api import sync_playwright
+
+    course = _course(tmp_path, monkeypatch)
+    for result in (_result("ann", True, True), _result("bob", True, False)):
+        _grade_on_submit(course, result)
+        page = course / "feedback" / result.student_id / L1 / f"{L1}.html"
+        page.parent.mkdir(parents=True)
+        page.write_text(f"<!DOCTYPE html><title>{result.student_id}'s feedback</title>")
+    report = class_report(course)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=require_chromium(), headless=True,
+                                             args=lab_page.CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 768})
+            page.goto(report.as_uri())
+            mistakes = page.locator("h2#mistakes + table").inner_text()
+            assert MISTAKE in mistakes and "No named mistake" not in page.inner_text("body")
+            row = page.locator("tr", has=page.locator("td", has_text="01-ex1")).first
+            cells = row.locator("td").all_inner_texts()
+            assert cells[-3:] == ["100 %", "50 %", "–"], cells  # visible, hidden, test cells
+            screenshot(page, "onsubmit-class-report")
+            page.get_by_role("link", name="0/2").click()
+            assert page.title() == "bob's feedback"
+        finally:
+            browser.close()
