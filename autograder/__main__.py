@@ -130,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     export_parser.add_argument("--out", "-o", type=Path, default=None, metavar="FILE",
                                help="the file to write (default: grading/export-<format>.csv "
                                     "in the course root, which git ignores)")
-    export_parser.add_argument("--course-root", type=Path, default=release.COURSE_ROOT,
-                               help="nbgrader's course root (default: this repository)")
+    export_parser.add_argument("--course-root", type=Path, default=None,
+                               help="nbgrader's course root (default: the course the current "
+                                    "folder is in: the nearest folder up with an "
+                                    "nbgrader_config.py or a gradebook.db)")
     export_parser.add_argument("--lessons", nargs="+", metavar="LESSON",
                                help="lessons to export (default: all in the gradebook)")
     export_parser.add_argument("--roster", type=Path, metavar="CSV",
@@ -235,11 +237,13 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from autograder.nbgrader_glue.export import EXPORT_FOLDER, export, parse_columns
+    from autograder.nbgrader_glue.export import (EXPORT_FOLDER, export, find_course_root,
+                                                 parse_columns)
     from autograder.intake.roster import read_roster
 
-    out = args.out or args.course_root / EXPORT_FOLDER / f"export-{args.to}.csv"
     try:
+        args.course_root = args.course_root or find_course_root(Path.cwd())
+        out = args.out or args.course_root / EXPORT_FOLDER / f"export-{args.to}.csv"
         roster = read_roster(args.roster) if args.roster else None
         done = export(args.to, out, course_root=args.course_root, lessons=args.lessons,
                       roster=roster, columns=parse_columns(args.column), missing=args.missing,

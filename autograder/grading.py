@@ -176,10 +176,10 @@ def grade_class(submissions: Path, options: GradingOptions, *, intake: Intake | 
         with course_lock(root, echo):
             report = _grade_locked(submissions, options, intake or Intake(), remote, progress,
                                    echo, started)
+            if echo:  # take_in said what was selected, and the start the weaker limits
+                echo(report.summary(selection=False))
             report.warnings += [weaker] if weaker else []
             write_log(out / "grading.log", report)
-            if echo:
-                echo(report.summary(selection=False))  # take_in said what was selected
             return report
     finally:
         if remote is not None:

@@ -428,4 +428,5 @@ def test_weaker_limits_are_said_loudly(as_root, as_user):
     warning = "WARNING: limits are weaker than asked"
     assert warning in as_user["stdout"] and warning in as_user["log"], as_user["stdout"][-3000:]
     assert "grade as root" in as_user["stdout"]
+    assert as_user["stdout"].count(warning) == 1, "said once, at the start"
     assert warning not in as_root["stdout"] + as_root["log"]

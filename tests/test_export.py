@@ -158,6 +158,27 @@ def test_export_command(course, tmp_path):
     assert done.returncode == 2 and "LESSON=HEADER" in done.stderr
 
 
+def test_export_finds_the_course_it_is_typed_in(course, tmp_path):
+    """Typed in a course folder (the class hub's, not this repository) or a folder within it,
+    the command exports that course's gradebook; typed outside any course, it says so and
+    what to do, and writes nothing."""
+    command = [sys.executable, "-m", "autograder", "export", "--to", "canvas"]
+    inside = course / "submitted"
+    inside.mkdir(exist_ok=True)
+    written = course / "grading" / "export-canvas.csv"
+    written.unlink(missing_ok=True)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=inside)
+    assert done.returncode == 0, done.stderr
+    assert "4 students, 2 lessons" in done.stdout and str(written) in done.stdout
+    assert read_csv(written)[2][:2] == ["Arbor, Ann", "1001"]
+    nowhere = tmp_path / "no-course"
+    nowhere.mkdir()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=nowhere)
+    assert done.returncode == 2
+    assert f"{nowhere} is in no course" in done.stderr and "--course-root" in done.stderr
+    assert not list(tmp_path.rglob("export-*"))
+
+
 def test_nbgraders_own_export_command_takes_the_formats_as_plugins(course, tmp_path):
     """`nbgrader export --exporter ...CanvasExport` (nbgrader's ExportApp, its own gradebook)
     writes what `python -m autograder export --to canvas` writes."""

@@ -411,6 +411,13 @@ def run_all_of_a_fresh_lesson(page, hub: ClassHub, student: str, lesson: str) ->
     assert {r.status for r in exercise_results(saved)} == {"unanswered"}
 
 
+def _no_cgroup_here() -> str:
+    """Why this machine gives the hub no cgroup for grading ("" where it does)."""
+    from test_hub_cgroups import _root_has_cgroups
+
+    return _root_has_cgroups()
+
+
 def run_in_terminal(page, command: str) -> None:
     """Open a JupyterLab terminal and type `command` into it."""
     lab_page.menu(page, "File", "New")
@@ -633,8 +640,11 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     for student in hub.students:
         assert (hub.settings.course_dir / "submitted" / student / NOTEBOOK).is_file()
     # The terminal opens in the course folder, the instructor's JupyterLab's root.
+    # Then the grades go out for Canvas: typed in the course folder, the export finds it.
     run_in_terminal(teacher, "python -m autograder grade submitted --out grading "
-                             "--course-root . --no-progress; echo $? > grading-exit-status")
+                             "--course-root . --no-progress; echo $? > grading-exit-status; "
+                             "python -m autograder export --to canvas > export-said.txt 2>&1; "
+                             "echo $? > export-exit-status")
     status = wait_for_file(hub.settings.course_dir / "grading-exit-status")
     grades_csv = hub.settings.course_dir / "grading" / "grades.csv"
     assert status.strip() == "0", (grades_csv.parent / "grading.log").read_text()[-3000:]
@@ -647,6 +657,23 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     printed = "".join(output.get("text", "") for cell in graded.cells if cell.cell_type == "code"
                       for output in cell.get("outputs", []))
     assert printed.count("BLOCKED") == len(secrets_) and "READ " not in printed, printed
+    # It graded in the instructor's own cgroup, set up by the hub at its start: each notebook
+    # had the sandbox's cgroup, and no warning of weaker limits was printed.
+    log = (grades_csv.parent / "grading.log").read_text()
+    no_cgroup = _no_cgroup_here()
+    assert no_cgroup or "limits are weaker" not in log, log[:3000]
+    assert no_cgroup or (hub.settings.state_dir / "cgroups.json").is_file(), no_cgroup
+    # The export, typed after it, wrote the gradebook's grades for Canvas.
+    status = wait_for_file(hub.settings.course_dir / "export-exit-status")
+    said = (hub.settings.course_dir / "export-said.txt").read_text()
+    assert status.strip() == "0", said
+    exported = hub.settings.course_dir / "grading" / "export-canvas.csv"
+    assert str(exported) in said
+    with open(exported, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    column = next(i for i, header in enumerate(rows[0]) if header.startswith(LESSON))
+    assert {row[3]: float(row[column]) for row in rows[2:] if row[3] in hub.students} == \
+        {s: float(expected[s]) for s in hub.students}, rows
     timings["graded"] = time.monotonic()
 
     # 6. The instructor releases the feedback; the formgrader shows the class's scores.

@@ -457,3 +457,70 @@ def test_flat_inbound_refuses_a_folder_owned_by_someone_else(tmp_path):
     _collect(course, tmp_path, SafeCollect)
     assert _collected(course, "root") is None
     assert _collected(course, "nobody") == "nobody's own work"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creates and removes accounts (root only)")
+def test_an_account_made_again_with_other_ids_gets_back_what_the_class_keeps_for_it():
+    """A student's account removed and made again (a restore on another machine, a removed
+    account coming back) gets other ids; its home's files, its submissions in the exchange,
+    its folders in the course and its status file are given the new ones by name, so that its
+    server can write its runtime files again. A classmate's folder filed under its name keeps
+    its owner."""
+    import grp
+    import secrets
+    import shutil
+    import subprocess
+    import tempfile
+
+    name, filler = f"re{secrets.token_hex(3)}", f"fi{secrets.token_hex(3)}"
+    base = Path(tempfile.mkdtemp(prefix="hub-reown-"))
+    os.chmod(base, 0o755)
+    settings = class_settings.load(write_class(
+        base, '[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n'
+        'instructors_group = "root"\n'))
+    inbound = settings.exchange_dir / settings.course_id / "inbound"
+    try:
+        for folder in (settings.home_root, inbound, settings.queue_dir / "students",
+                       settings.course_dir / "submitted"):
+            folder.mkdir(parents=True, exist_ok=True)
+        first = state.ensure_account(settings, name)
+        home = settings.home(name)
+        runtime = home / ".local" / "share" / "jupyter" / "runtime"
+        mine = [runtime, inbound / f"{name}+{LESSON}+2030-01-01+ab12",
+                settings.course_dir / "submitted" / name / LESSON]
+        for folder in mine:
+            folder.mkdir(parents=True)
+            (folder / "kept.txt").write_text("theirs")
+        classmate = inbound / f"{name}+{LESSON}+2030-01-02+cd34"  # nobody's, in its name
+        classmate.mkdir()
+        status = settings.queue_dir / "students" / f"{name}.json"
+        status.write_text("[]")
+        nobody = pwd.getpwnam("nobody")
+        os.chown(classmate, nobody.pw_uid, nobody.pw_gid)
+        os.chown(status, 0, first.pw_gid)
+        for top in (home, mine[1], settings.course_dir / "submitted" / name):
+            for path in [top, *top.rglob("*")]:
+                os.chown(path, first.pw_uid, first.pw_gid)
+        # The account goes; another takes its ids; it comes back with new ones.
+        subprocess.run(["userdel", name], check=True, capture_output=True)
+        subprocess.run(["useradd", "--no-create-home", "--uid", str(first.pw_uid),
+                        "--user-group", filler], check=True, capture_output=True)
+        again = state.ensure_account(settings, name)
+        assert again.pw_uid != first.pw_uid
+        for folder in mine:
+            for path in (folder, folder / "kept.txt"):
+                info = path.stat()
+                assert (info.st_uid, info.st_gid) == (again.pw_uid, again.pw_gid), path
+        assert status.stat().st_uid == 0 and status.stat().st_gid == again.pw_gid
+        assert classmate.stat().st_uid == nobody.pw_uid
+        # Its server's first write (Jupyter's runtime folder) works as the new account.
+        done = subprocess.run(["touch", str(runtime / "kernel-1.json")], capture_output=True,
+                              text=True, user=again.pw_uid, group=again.pw_gid,
+                              extra_groups=[])
+        assert done.returncode == 0, done.stderr
+    finally:
+        for account in (name, filler):
+            subprocess.run(["userdel", account], capture_output=True)
+            if account in {group.gr_name for group in grp.getgrall()}:
+                subprocess.run(["groupdel", account], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)

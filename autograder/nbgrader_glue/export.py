@@ -369,6 +369,23 @@ def _warnings(grades: Grades, to: str) -> list[str]:
     return warnings
 
 
+COURSE_MARKS = ("nbgrader_config.py", "gradebook.db")  # what makes a folder a course root
+
+
+def find_course_root(start: Path) -> Path:
+    """The course `start` is in: the nearest folder, from `start` up, with an
+    nbgrader_config.py or a gradebook.db (the class hub's course folder, or this repository);
+    FileNotFoundError says where it looked and what to do."""
+    start = Path(start).resolve()
+    for folder in (start, *start.parents):
+        if any((folder / mark).is_file() for mark in COURSE_MARKS):
+            return folder
+    raise FileNotFoundError(
+        f"{start} is in no course: no folder from it up to / has an nbgrader_config.py or a "
+        "gradebook.db. Run the command in the course folder (on the class hub, the folder a "
+        "terminal of an instructor's server opens in), or give it with --course-root FOLDER")
+
+
 def export(to: str, out: Path, course_root: Path = COURSE_ROOT,
            lessons: list[str] | None = None, roster: Roster | None = None,
            columns: dict[str, str] | None = None, missing: str = "blank",

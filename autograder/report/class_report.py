@@ -18,6 +18,10 @@ together).
 
 `items.csv` has a row per check (or test cell): lesson, exercise, cell, check, visibility
 (visible, hidden, or cell), attempts, passed, pass_rate, mistakes (`name: count; ...`).
+
+`checks.json` keeps the per-check records the page was made from (each graded result's student,
+lesson and checks), so that a report over several runs (the class hub's feedback on submit
+grades one submission a run) is made from the same records as one run's (read_checks).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import csv
 import datetime
 import html
+import json
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -42,6 +47,10 @@ from autograder.report.tally import Exercise, Item
 ITEMS_HEADER = ["lesson", "exercise", "cell", "check", "visibility", "attempts", "passed",
                 "pass_rate", "mistakes"]
 STATUSES = ("graded", "missing", "invalid", "timeout", "error")
+CHECKS_FILE = "checks.json"
+MAX_CHECKS_BYTES = 16 << 20  # checks.json read back: a class's lesson is far below this
+MAX_CHECKS_DEPTH = 6  # {"results": [{"checks": [{...}]}]}: four levels
+_CHECK_KEYS = ("exercise", "cell", "scenario", "visible", "passed", "mistake")
 _EDITED = re.compile(r"had been edited", re.IGNORECASE)
 
 
@@ -127,6 +136,45 @@ def gradebook_cell_grades(config, results) -> list[dict]:
                          "score": float(score or 0.0), "max_score": float(points)})
     rows.sort(key=lambda row: (row["lesson"], row["student"], row["cell"]))
     return rows
+
+
+def write_checks(path: Path, results) -> None:
+    """`checks.json`: the per-check records of the graded results (what analyse() counts)."""
+    records = [{"student_id": row["student_id"], "lesson": row["lesson"],
+                "checks": checks_of(result)}
+               for result in results for row in [_row(result)]
+               if row["status"] == "graded" and row["student_id"] and checks_of(result)]
+    path.write_text(json.dumps({"results": records}, indent=0), encoding="utf-8")
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of brackets in JSON `text`, strings left out (before parsing it)."""
+    depth = deepest = 0
+    for char in re.sub(r'"(?:[^"\\]|\\.)*"', "", text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_checks(text: str) -> dict[tuple[str, str], list[dict]]:
+    """The records of a `checks.json` (write_checks): (student, lesson) -> its checks. Its size
+    and nesting are bounded before it is parsed; ValueError says what is wrong."""
+    if len(text) > MAX_CHECKS_BYTES:
+        raise ValueError(f"{CHECKS_FILE} is over {MAX_CHECKS_BYTES >> 20} MiB")
+    if _depth(text) > MAX_CHECKS_DEPTH:
+        raise ValueError(f"{CHECKS_FILE} is nested deeper than its records are")
+    data = json.loads(text)
+    found = {}
+    for record in data.get("results", []) if isinstance(data, dict) else []:
+        if not isinstance(record, dict) or not isinstance(record.get("checks"), list):
+            continue
+        checks = [{key: check.get(key) for key in _CHECK_KEYS}
+                  for check in record["checks"] if isinstance(check, dict)]
+        found[(str(record.get("student_id", "")), str(record.get("lesson", "")))] = checks
+    return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,6 +311,7 @@ def write_report(out: Path, results, *, lessons: list[str] | None = None,
     items, exercises = analyse(results, cell_grades)
     exercises.sort(key=lambda e: (order.get(e.lesson, 1 << 20), e.exercise))
     write_items(out / "items.csv", items, order)
+    write_checks(out / CHECKS_FILE, results)
 
     counts = Counter(row["status"] for row in rows)
     scores: dict[str, list[float]] = {name: [] for name in lesson_names}

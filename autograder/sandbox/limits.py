@@ -42,13 +42,16 @@ class Cgroup:
         for line in lines:
             if line.startswith("0::"):
                 for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
-                    folder = root + line[3:].rstrip("/")
-                    try:
-                        enabled = open(f"{folder}/cgroup.subtree_control").read().split()
-                    except OSError:
-                        continue
-                    if {"memory", "pids"} <= set(enabled) and os.access(folder, os.W_OK):
-                        return 2, {"unified": folder}
+                    own = root + line[3:].rstrip("/")
+                    # Its own folder, or the delegated one its leaf is in (cgroup v2 lets
+                    # only a folder without processes give its children controllers).
+                    for folder in (own, os.path.dirname(own)):
+                        try:
+                            enabled = open(f"{folder}/cgroup.subtree_control").read().split()
+                        except OSError:
+                            continue
+                        if {"memory", "pids"} <= set(enabled) and os.access(folder, os.W_OK):
+                            return 2, {"unified": folder}
         return None
 
     @classmethod

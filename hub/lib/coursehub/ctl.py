@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from coursehub import settings as class_settings
-from coursehub import runtime, state
+from coursehub import cgroups, runtime, state
 from coursehub.settings import HUB_DIR, PROXY, VENV_BIN, ClassSettings, ConfigError
 
 PIDFILE = "hub.pid"
@@ -88,6 +88,14 @@ def start(settings: ClassSettings, timeout: float = 180.0, echo=print) -> int:
     ensure_proxy()
     for warning in state.prepare(settings):
         echo(f"warning: {warning}")
+    layout, why = cgroups.prepare(settings)
+    if layout is not None:
+        echo(f"Grading on the hub runs in cgroups (v{layout['version']}): each notebook's "
+             "memory and processes are limited by the kernel (docs/HUB.md, Limits)")
+    else:
+        echo(f"warning: no cgroup for grading: {why}. Feedback on submit will not start, and "
+             "instructors' grading has the weaker limits its warning lists (docs/HUB.md, "
+             "Limits)")
     if settings.hide_repository:
         changed, warnings = state.hide_repository(keep=(settings.state_dir,))
         if changed:
@@ -168,6 +176,7 @@ def stop(settings: ClassSettings, timeout: float = 60.0, echo=print) -> bool:
     while proxy and _alive(proxy) and time.monotonic() < deadline:
         time.sleep(0.2)
     (settings.hub_dir / PIDFILE).unlink(missing_ok=True)
+    cgroups.remove(settings)
     echo(f"The class hub stopped; its state stays in {settings.state_dir}.")
     return True
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Integer
 
-from coursehub import state
+from coursehub import cgroups, state
 from coursehub.auth import ClassAuthenticator
 from coursehub.startpage import START_PAGE
 from coursehub.settings import (HUB_DIR, PROXY, REPO_ROOT, USERNAME_PATTERN, VENV_BIN,
@@ -25,22 +25,29 @@ UMASK = {"instructor": 0o007, "student": 0o077}
 
 class ClassSpawner(LocalProcessSpawner):
     """LocalProcessSpawner with the class's limits: each process of the server (kernels
-    included) gets `memory_limit` bytes of address space, files it creates get the role's
+    included) gets `memory_limit` bytes of address space (an instructor's with a cgroup for
+    grading: as its soft limit only), files it creates get the role's
     permissions (umask), and it starts in its notebook folder (where terminals open). When the
     server stops, so does every process of its account (kernels, anything left running)."""
 
     memory_limit = Integer(0, config=True, help="RLIMIT_AS of each process, in bytes (0: none)")
     umask = Integer(0o077, config=True, help="umask of the server and what it starts")
+    cgroup_folders: list[str] = []  # an instructor's: where their grading makes its cgroups
 
     def make_preexec_fn(self, name):
         become_user = super().make_preexec_fn(name)
         limit, umask = self.memory_limit, self.umask
-        folder = self.notebook_dir
+        folder, places = self.notebook_dir, list(self.cgroup_folders)
 
         def preexec():
+            if places:  # as root still: the server and what it starts run there
+                cgroups.enter(places)
             os.umask(umask)
-            if limit:
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            if limit:  # an instructor's grading in their cgroup: the sandbox gives each
+                # notebook more address space than memory (it counts memory in the cgroup),
+                # so the hard limit is left for it to set
+                hard = resource.RLIM_INFINITY if places else limit
+                resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
             become_user()
             if folder:
                 os.chdir(folder)
@@ -131,6 +138,13 @@ def make_pre_spawn_hook(settings: ClassSettings):
             # course's secret, the gradebook) off it.
             spawner.environment["PYTHONSAFEPATH"] = "1"
             spawner.notebook_dir = str(settings.course_dir)
+            layout = cgroups.load(settings)
+            if layout is not None:  # their grading's notebooks get the sandbox's cgroups
+                try:
+                    spawner.cgroup_folders = cgroups.account_place(
+                        layout, name, account.pw_uid, account.pw_gid)
+                except OSError as err:
+                    spawner.log.warning("No cgroup for %s's grading: %s", name, err)
         else:
             spawner.notebook_dir = account.pw_dir
             spawner.default_url = f"/lab/tree/{START_PAGE}"

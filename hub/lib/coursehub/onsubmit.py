@@ -41,6 +41,8 @@ from pathlib import Path
 
 from autograder.intake.safe_copy import Refused, read_small
 from autograder.text import one_line
+from coursehub.cgroups import require_for_grading
+from coursehub.onsubmit_report import class_report, full_feedback
 from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings, OnSubmit
 from coursehub.state import as_nobody
 
@@ -54,7 +56,6 @@ NEXT_STEP = {"collect": "grade", "grade": "release", "feedback": "release", "rel
 PENDING, WORKING, WAITING = "pending", "working", "waiting"
 DONE, FAILED, SUPERSEDED = "done", "failed", "superseded"
 STEP_TIMEOUT = 3600  # seconds; grading has its own per-notebook limit well below this
-MAX_PAGE_BYTES = 64 << 20  # a feedback page copied beside the class report
 
 
 def utc(moment: float) -> str:
@@ -444,6 +445,7 @@ def inbound_names(settings: ClassSettings) -> list[str]:
 
 def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
     """Watch, grade and release until SIGTERM (JupyterHub stopping its services)."""
+    require_for_grading(settings, python)
     for folder, mode in ((settings.queue_dir, 0o711), (settings.queue_dir / "students", 0o711)):
         folder.mkdir(exist_ok=True)
         os.chmod(folder, mode)
@@ -476,73 +478,6 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
         publish(queue, settings, written)
         if entry is None:
             time.sleep(poll)
-
-
-def full_feedback(course: Path, student: str, lesson: str) -> Path:
-    """The feedback page of `student`'s graded `lesson` in the course root `course`, made again
-    from its autograded copy by the course's feedback steps (as grading makes it, every check
-    shown); returns its path."""
-    from autograder.nbgrader_glue.inproc import course_config, generate_feedback
-
-    return generate_feedback(course_config(course), student, lesson)
-
-
-def _copy_page(source: Path, target: Path) -> None:
-    """Copy a feedback page (a regular file, never through a link, bounded) to `target`,
-    unless `target` is already that copy (same size and time)."""
-    info = os.lstat(source)
-    try:
-        there = os.lstat(target)
-        if (there.st_size, there.st_mtime_ns) == (info.st_size, info.st_mtime_ns):
-            return
-    except FileNotFoundError:
-        pass
-    text = read_small(str(source), MAX_PAGE_BYTES)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.tmp")
-    if os.path.lexists(temporary):
-        os.unlink(temporary)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o660)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.utime(temporary, ns=(info.st_atime_ns, info.st_mtime_ns))
-    os.replace(temporary, target)
-
-
-def class_report(course: Path) -> Path:
-    """The class report of the submissions graded on submit, <course>/on-submit/report.html
-    (and items.csv), as `python -m autograder grade` writes one: each student's latest result
-    of each lesson (the grades.csv of its latest grading), its feedback page as the student
-    last got it (nbgrader's feedback/ folder) beside the report; returns the page's path."""
-    from autograder.nbgrader_glue.inproc import course_config
-    from autograder.release import lessons
-    from autograder.report.class_report import gradebook_cell_grades, write_report
-
-    out = Path(course) / "on-submit"
-    known = lessons(Path(course))
-    rows = []
-    for folder in sorted(out.iterdir()) if out.is_dir() else []:
-        student, _, lesson = folder.name.partition("+")
-        if lesson not in known or not re.match(USERNAME_PATTERN, student) or \
-                folder.is_symlink() or not folder.is_dir():
-            continue
-        try:  # written by a grading step; read without following a link, bounded
-            text = read_small(str(folder / "grades.csv"), 1 << 20)
-        except (OSError, Refused):
-            continue
-        mine = [row for row in csv.DictReader(io.StringIO(text))
-                if row.get("student_id") == student and row.get("lesson") == lesson]
-        rows += mine
-        for page in (Path(course) / "feedback" / student / lesson / f"{lesson}.html",
-                     folder / "feedback" / student / f"{lesson}.html"):
-            if mine and page.is_file() and not page.is_symlink():
-                _copy_page(page, out / "feedback" / student / f"{lesson}.html")
-                break
-    return write_report(out, rows, lessons=known,
-                        cell_grades=gradebook_cell_grades(course_config(Path(course)), rows),
-                        title="Class report: feedback on submit",
-                        note="Each student's latest submission of each lesson, graded on "
-                             "submit; rewritten after each grading.")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -224,6 +224,11 @@ def ensure_account(settings: ClassSettings, name: str) -> pwd.struct_passwd:
                 f"not create (home {account.pw_dir}); ask the administrator to remove the hub "
                 "user and sign up under another name")
     home.mkdir(exist_ok=True)
+    before = os.lstat(home)
+    if (before.st_uid, before.st_gid) != (account.pw_uid, account.pw_gid) and before.st_uid:
+        # The account was made again (a restore on another machine, a removed account back)
+        # with other ids: what the class keeps for it still has the old ones.
+        reown(settings, name, (before.st_uid, before.st_gid), (account.pw_uid, account.pw_gid))
     os.chown(home, account.pw_uid, account.pw_gid)
     os.chmod(home, 0o700)
     group = grp.getgrnam(settings.instructors_group)
@@ -235,6 +240,53 @@ def ensure_account(settings: ClassSettings, name: str) -> pwd.struct_passwd:
         subprocess.run(["gpasswd", "--delete", name, group.gr_name], check=True,
                        capture_output=True, text=True)
     return account
+
+
+def student_places(settings: ClassSettings, name: str) -> list[Path]:
+    """What the class keeps for account `name`, found by its name: its home, its submissions
+    in the exchange (flat: inbound/<name>+<lesson>+..., per-student: inbound/<name>/), its
+    folders in the course (submitted, autograded, feedback) and its status file of feedback on
+    submit."""
+    inbound = settings.exchange_dir / settings.course_id / "inbound"
+    try:
+        submissions = [inbound / entry for entry in os.listdir(inbound)
+                       if entry == name or entry.startswith(f"{name}+")]
+    except OSError:
+        submissions = []
+    course = settings.course_dir
+    return [settings.home(name), *sorted(submissions),
+            *(course / part / name for part in ("submitted", "autograded", "feedback")),
+            settings.queue_dir / "students" / f"{name}.json"]
+
+
+def reown(settings: ClassSettings, name: str, old: tuple[int, int],
+          new: tuple[int, int]) -> int:
+    """Give account `name`'s new ids to what the class keeps for it (student_places) where it
+    has its old ones: an entry owned by the old uid gets the new uid, one of the old group the
+    new group. Links are changed, never followed. Returns how many entries changed."""
+    changed = 0
+
+    def fix(path: str) -> None:
+        nonlocal changed
+        info = os.lstat(path)
+        uid = new[0] if info.st_uid == old[0] else info.st_uid
+        gid = new[1] if info.st_gid == old[1] else info.st_gid
+        if (uid, gid) != (info.st_uid, info.st_gid):
+            os.lchown(path, uid, gid)
+            if not stat.S_ISLNK(info.st_mode):
+                os.chmod(path, stat.S_IMODE(info.st_mode))  # chown clears setgid bits
+            changed += 1
+
+    for place in student_places(settings, name):
+        if not os.path.lexists(place):
+            continue
+        fix(str(place))
+        if place.is_symlink() or not place.is_dir():
+            continue
+        for folder, dirs, files in os.walk(place):  # os.walk follows no link to a folder
+            for entry in dirs + files:
+                fix(os.path.join(folder, entry))
+    return changed
 
 
 # --------------------------------------------------------------------------------------------
