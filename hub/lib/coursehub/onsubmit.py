@@ -33,161 +33,31 @@ import os
 import pwd
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from autograder.intake.safe_copy import Refused, read_small
 from autograder.text import one_line
 from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings, OnSubmit
 from coursehub.state import as_nobody
+from coursehub.submitqueue import (DONE, FAILED, PENDING, SUPERSEDED, WAITING,  # noqa: F401
+                                   WORKING, Entry, Queue, claimed_time, instructor_report,
+                                   parse_name, student_status, utc)
 
 QUEUE_FILE = "queue.json"
 REPORT_FILE = "on-submit.md"  # in the course folder, for the instructors
-HOUR = 3600.0
 TRIES = 2  # a failed step is tried once more, then reported
 # Each step and the one after it. "feedback": the full feedback of a submission graded with
 # the hidden checks held back, once its lesson's deadline has passed.
 NEXT_STEP = {"collect": "grade", "grade": "release", "feedback": "release", "release": None}
-PENDING, WORKING, WAITING = "pending", "working", "waiting"
-DONE, FAILED, SUPERSEDED = "done", "failed", "superseded"
 STEP_TIMEOUT = 3600  # seconds; grading has its own per-notebook limit well below this
+# Seconds one notebook may run when graded on submit (the instructors' own grading allows
+# 600): a correct lesson runs in well under a minute, and a notebook that idles holds a slot.
+SUBMIT_NOTEBOOK_TIMEOUT = 180
 MAX_PAGE_BYTES = 64 << 20  # a feedback page copied beside the class report
-
-
-def utc(moment: float) -> str:
-    return datetime.datetime.fromtimestamp(moment, datetime.timezone.utc) \
-        .strftime("%Y-%m-%d %H:%M UTC")
-
-
-@dataclass
-class Entry:
-    """One submission: the exchange folder's name, and how far the service got with it."""
-    name: str  # student+lesson+time+random, as nbgrader's submit names it
-    student: str
-    lesson: str
-    seen: float  # when the service first saw it, by its own clock
-    status: str = PENDING
-    step: str = "collect"  # the next step to run
-    failures: int = 0  # failed tries of the current step
-    started: float | None = None  # when its grading began: what the hourly limit counts
-    until: float | None = None  # waiting: when it may be graded (None: the instructor grades)
-    note: str = ""
-    late: bool = False
-    score: str = ""
-    withheld: bool = False  # its released feedback left the hidden checks out
-
-
-def parse_name(name: str) -> tuple[str, str] | None:
-    """(student, lesson) of an inbound folder's name, or None for a name submit never writes."""
-    parts = name.split("+")
-    if len(parts) != 4 or not re.match(USERNAME_PATTERN, parts[0]) or \
-            not re.match(r"^[A-Za-z0-9_.-]+$", parts[1]):
-        return None
-    return parts[0], parts[1]
-
-
-class Queue:
-    """The service's queue, kept in a JSON file written whole (atomically) after each change."""
-
-    def __init__(self, path: Path, entries: list[Entry] | None = None):
-        self.path = path
-        self.entries = entries or []
-
-    @classmethod
-    def load(cls, path: Path) -> "Queue":
-        """The queue as saved; a step that was running when the service stopped runs again."""
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            return cls(path)
-        entries = [Entry(**item) for item in data["entries"]]
-        for entry in entries:
-            if entry.status == WORKING:
-                entry.status = PENDING
-        return cls(path, entries)
-
-    def save(self) -> None:
-        temporary = self.path.with_name(f".{self.path.name}.tmp")
-        temporary.write_text(json.dumps({"entries": [asdict(e) for e in self.entries]},
-                                        indent=1))
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, self.path)
-
-    def observe(self, names: list[str], now: float) -> list[Entry]:
-        """Add the submissions not seen before; returns them."""
-        known = {entry.name for entry in self.entries}
-        added = []
-        for name in sorted(set(names) - known):
-            parsed = parse_name(name)
-            if parsed:
-                added.append(Entry(name, *parsed, seen=now))
-        self.entries += added
-        return added
-
-    def next_ready(self, now: float, limits: OnSubmit) -> Entry | None:
-        """Settle who waits and whose older submissions a newer one replaces; the submission
-        to work on next (the oldest ready), or None."""
-        in_progress = [e for e in self.entries if e.status in (PENDING, WORKING)
-                       and e.step != "collect"]  # collected: finished before anything else
-        if in_progress:
-            return in_progress[0]
-        newest: dict[tuple[str, str], Entry] = {}
-        for entry in sorted(self.entries, key=lambda e: (e.seen, e.name)):
-            if entry.status in (PENDING, WAITING):
-                key = (entry.student, entry.lesson)
-                if key in newest:
-                    newest[key].status, newest[key].note = SUPERSEDED, \
-                        "a newer submission of the same lesson replaced it"
-                newest[key] = entry
-        ready = []
-        for entry in newest.values():
-            until, why = self.wait(entry, now, limits)
-            if why:
-                entry.status, entry.until, entry.note = WAITING, until, why
-            else:
-                entry.status, entry.until, entry.note = PENDING, None, ""
-                ready.append(entry)
-        if not ready:
-            ready = self.past_deadline(now, limits)
-        return min(ready, key=lambda e: (e.seen, e.name), default=None)
-
-    def past_deadline(self, now: float, limits: OnSubmit) -> list[Entry]:
-        """Graded submissions whose feedback held the hidden checks back and whose lesson's
-        deadline has passed, each the newest graded of its student and lesson, set to have
-        their full feedback made and released."""
-        newest: dict[tuple[str, str], Entry] = {}
-        for entry in sorted(self.entries, key=lambda e: (e.seen, e.name)):
-            if entry.status == DONE:
-                newest[(entry.student, entry.lesson)] = entry
-        due = []
-        for entry in newest.values():
-            deadline = limits.deadline(entry.lesson)
-            if entry.withheld and deadline is not None and now >= deadline.timestamp():
-                entry.status, entry.step = PENDING, "feedback"
-                due.append(entry)
-        return due
-
-    def wait(self, entry: Entry, now: float, limits: OnSubmit) -> tuple[float | None, str]:
-        """Until when `entry` must wait, and why ("" when it need not)."""
-        graded = [e for e in self.entries if e.student == entry.student and e.started is not None
-                  and e is not entry]
-        of_lesson = [e for e in graded if e.lesson == entry.lesson]
-        if len(of_lesson) >= limits.per_lesson:
-            deadline = limits.deadline(entry.lesson)
-            when = f"after the deadline ({deadline:%Y-%m-%d %H:%M UTC})" if deadline else \
-                "when they grade the class"
-            return None, (f"{limits.per_lesson} submissions of this lesson were graded on "
-                          "submit, the most the class allows; your instructor grades your last "
-                          f"submission {when}")
-        recent = sorted(e.started for e in graded if now - HOUR < e.started <= now)
-        if len(recent) >= limits.per_hour:
-            until = recent[-limits.per_hour] + HOUR
-            return until, (f"the class grades at most {limits.per_hour} submissions of yours "
-                           f"an hour; this one is graded at {utc(until)}")
-        return None, ""
 
 
 class Steps:
@@ -231,12 +101,37 @@ class Steps:
         return self.settings.course_dir / "on-submit" / f"{entry.student}+{entry.lesson}"
 
     def collect(self, entry: Entry, now: float) -> str:
+        """Collect the student's newest submission; judged by whether it is THIS one (a
+        classmate's folder refused beside it is none of this submission's business). When the
+        exchange no longer holds this one (removed, or a newer one of theirs was taken), the
+        entry is superseded: nothing is graded or counted for it."""
         code, output = self._run(["-m", "nbgrader", "collect", entry.lesson,
                                   "--student", entry.student, "--update"])
-        refused = [line for line in output.splitlines() if "Not collected:" in line]
-        if code or refused:
-            return one_line(" ".join(refused) or output[-600:], 600)
+        mine = [line for line in output.splitlines()
+                if "Not collected:" in line and entry.name in line]
+        if code or mine:
+            return one_line(" ".join(mine) or output[-600:], 600)
+        if not self.collected(entry):
+            entry.status = SUPERSEDED
+            entry.note = "not collected: it is no longer in the exchange, or a newer " \
+                "submission of yours was collected in its place"
+            return ""
         return self.due_date(entry)
+
+    def collected(self, entry: Entry) -> bool:
+        """Whether the submission collected for the student's lesson is `entry`'s (by the time
+        its folder's name gives, which SafeCollect keeps in timestamp_claimed.txt)."""
+        from nbgrader.utils import parse_utc
+
+        from autograder.intake.exchange import CLAIMED_FILE, utc_text
+
+        path = self.settings.course_dir / "submitted" / entry.student / entry.lesson / \
+            CLAIMED_FILE
+        try:
+            return read_small(str(path), 1024).strip() == \
+                utc_text(parse_utc(claimed_time(entry.name)))
+        except (OSError, Refused, ValueError, OverflowError):
+            return False
 
     def due_date(self, entry: Entry) -> str:
         """With a deadline for the lesson: make it the lesson's due date in the gradebook (from
@@ -262,7 +157,8 @@ class Steps:
         out = self.out(entry)
         args = ["-m", "autograder", "grade", "submitted", "--students", entry.student,
                 "--lessons", entry.lesson, "--out", str(out), "--course-root", ".",
-                "--jobs", "1", "--no-progress"]
+                "--jobs", "1", "--no-progress",
+                "--notebook-timeout", str(SUBMIT_NOTEBOOK_TIMEOUT)]
         deadline = limits.deadline(entry.lesson)
         withhold = not limits.hidden_before_deadline and \
             (deadline is None or now < deadline.timestamp())
@@ -324,13 +220,20 @@ def submitted_after(stamp: Path, deadline: datetime.datetime) -> bool:
 
 def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
     """Run `entry`'s remaining steps, saving the queue after each; a step that fails is tried
-    once more (at its next turn), then the submission is marked failed."""
+    once more (at its next turn), then the submission is marked failed. A grading's start and
+    length are kept: what the student's hourly limits count."""
     while entry.status in (PENDING, WAITING):
-        if entry.started is None:
-            entry.started = clock()
         entry.status = WORKING
+        began = clock()
+        if entry.step == "grade":
+            entry.started = began
         queue.save()
-        error = getattr(steps, entry.step)(entry, clock())
+        error = getattr(steps, entry.step)(entry, began)
+        if entry.step == "grade":
+            entry.seconds += max(0.0, clock() - began)
+        if entry.status == SUPERSEDED:  # the step found nothing of this submission to do
+            queue.save()
+            return
         if error:
             entry.failures += 1
             entry.status = FAILED if entry.failures >= TRIES else PENDING
@@ -348,56 +251,6 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
 
 # --------------------------------------------------------------------------------------------
 # What students and instructors see
-
-def student_status(queue: Queue, student: str) -> list[dict]:
-    """For each lesson the student submitted, their newest submission's state, in words."""
-    newest: dict[str, Entry] = {}
-    for entry in sorted(queue.entries, key=lambda e: (e.seen, e.name)):
-        if entry.student == student and entry.status != SUPERSEDED:
-            newest[entry.lesson] = entry
-    rows = []
-    for lesson, entry in sorted(newest.items()):
-        if entry.status == DONE:
-            text = (f"graded{' (late)' if entry.late else ''}: {entry.score}; "
-                    "click Fetch Feedback in the Assignments tab")
-            if entry.withheld:
-                text += " (the hidden checks' results come after the deadline)"
-        elif entry.step == "feedback":
-            text = "graded; the feedback with the hidden checks' results is on its way"
-        elif entry.status == WAITING:
-            text = f"waiting: {entry.note}"
-        elif entry.status == FAILED:
-            text = "could not be graded on submit; your instructor has been told"
-        else:
-            text = "being graded"
-        rows.append({"lesson": lesson, "submitted": utc(entry.seen), "status": text})
-    return rows
-
-
-def instructor_report(queue: Queue) -> str:
-    """Markdown for the instructors: the submissions that failed first, then every one."""
-    failed = [e for e in queue.entries if e.status == FAILED]
-    lines = ["# Feedback on submit", "",
-             "Written by the hub's feedback-on-submit service (docs/HUB.md) after each change.",
-             "The class report, with every student's latest result and feedback page, is "
-             "`on-submit/report.html`.", ""]
-    if failed:
-        lines += ["## Could not be graded on submit", "",
-                  "Collect, grade and release these by hand (the formgrader, or "
-                  "`python -m autograder grade submitted --students ID`); the reason is beside "
-                  "each.", ""]
-        lines += [f"- {e.student}, {e.lesson}, submitted {utc(e.seen)}: {e.note}"
-                  for e in failed]
-        lines.append("")
-    lines += ["## Every submission", "", "| Student | Lesson | Seen | Status | Score | Note |",
-              "|---|---|---|---|---|---|"]
-    for e in sorted(queue.entries, key=lambda e: (e.seen, e.name), reverse=True):
-        status = e.status + (" (late)" if e.late else "")
-        note = e.note.replace("|", "/")
-        lines.append(f"| {e.student} | {e.lesson} | {utc(e.seen)} | {status} | {e.score} | "
-                     f"{note} |")
-    return "\n".join(lines) + "\n"
-
 
 def _write(path: Path, text: str, gid: int, mode: int) -> None:
     """Write `path` whole, owned by root and group `gid`, through a new file that no link
@@ -423,7 +276,7 @@ def publish(queue: Queue, settings: ClassSettings, written: dict[Path, str]) -> 
         except KeyError:
             continue
         files[settings.queue_dir / "students" / f"{student}.json"] = \
-            (json.dumps(student_status(queue, student)), gid)
+            (json.dumps(student_status(queue, student, time.time())), gid)
     files[settings.course_dir / REPORT_FILE] = \
         (instructor_report(queue), grp.getgrnam(settings.instructors_group).gr_gid)
     for path, (text, gid) in files.items():
@@ -435,11 +288,32 @@ def publish(queue: Queue, settings: ClassSettings, written: dict[Path, str]) -> 
 # --------------------------------------------------------------------------------------------
 # The service
 
-def inbound_names(settings: ClassSettings) -> list[str]:
+def inbound_folders(settings: ClassSettings) -> dict[str, str]:
+    """Each name in the exchange's inbound folder -> the account that owns it (lstat: a link
+    is never followed), or "" when it is not a folder or its owner has no account."""
+    inbound = settings.exchange_dir / settings.course_id / "inbound"
     try:
-        return os.listdir(settings.exchange_dir / settings.course_id / "inbound")
+        names = os.listdir(inbound)
     except OSError:
-        return []
+        return {}
+    found = {}
+    for name in names:
+        try:
+            info = os.lstat(inbound / name)
+            found[name] = pwd.getpwuid(info.st_uid).pw_name if stat.S_ISDIR(info.st_mode) \
+                else ""
+        except (OSError, KeyError):
+            found[name] = ""
+    return found
+
+
+def released_lessons(settings: ClassSettings) -> set[str]:
+    """The lessons the instructors released (folders in the exchange's outbound)."""
+    outbound = settings.exchange_dir / settings.course_id / "outbound"
+    try:
+        return {p.name for p in outbound.iterdir() if p.is_dir() and not p.is_symlink()}
+    except OSError:
+        return set()
 
 
 def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
@@ -461,13 +335,17 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
     print(f"coursehub.onsubmit: watching {settings.exchange_dir / settings.course_id}/inbound; "
           f"{len(queue.entries)} submissions known", flush=True)
     while not stopping:
-        added = queue.observe(inbound_names(settings), time.time())
+        refused = set(queue.refused)
+        added = queue.observe(inbound_folders(settings), time.time(), released_lessons(settings))
+        if set(queue.refused) - refused:  # each told once, by name in the instructors' report
+            print(f"coursehub.onsubmit: {len(set(queue.refused) - refused)} folder(s) in inbound "
+                  f"not queued, each named in {REPORT_FILE}", flush=True)
         entry = queue.next_ready(time.time(), settings.on_submit)
-        if added or entry:
+        if added or entry or set(queue.refused) != refused:
             queue.save()
         if entry is not None:
             work(queue, entry, steps)
-            if stopping and entry.status != DONE:  # stopped half-way: that step runs again
+            if stopping and entry.status not in (DONE, SUPERSEDED):  # stopped half-way: again
                 entry.status, entry.failures = PENDING, max(0, entry.failures - 1)
                 queue.save()
             if entry.status == FAILED:
