@@ -1,12 +1,16 @@
 """Feedback on submit: a service of the class hub that grades each submission as it comes in.
 
 JupyterHub starts it with the hub and stops it with the hub when hub/class.toml says
-`feedback_on_submit = true` ([feedback]). It watches the exchange's inbound folder; for each new
-submission it collects it (nbgrader collect, the course's SafeCollect), grades it in the sandbox
-(`python -m autograder grade`, with `--cluster` when the class names a Dask scheduler) and
-releases its feedback to the student (the course's SafeReleaseFeedback). Feedback that held the
-hidden checks back is made again with them and released once the lesson's deadline passes. Each
-step runs as the account `nobody` with the instructors' group, as an instructor's would.
+`feedback_on_submit = true` ([feedback]). It watches the exchange's inbound folder, also while
+a step runs, and queues a folder only when its owner is the student its name gives
+(coursehub.submitqueue: the queue, its limits and fair order, what students and instructors are
+told). It collects each queued submission (nbgrader collect, the course's SafeCollect), grades
+the collected submissions of a lesson together in the sandbox (one `python -m autograder grade`
+whose workers are warmed and whose reference outcomes are computed once for all of them, with
+`--cluster` when the class names a Dask scheduler) and releases each one's feedback to its
+student (the course's SafeReleaseFeedback). Feedback that held the hidden checks back is made
+again with them and released once the lesson's deadline passes. Each step runs as the account
+`nobody` with the instructors' group, as an instructor's would (coursehub.submitsteps).
 
 The queue lives in <state>/on-submit/queue.json, written after every step, so a restart of the
 hub or the service loses no submission and repeats no finished step. A step that fails is
@@ -19,13 +23,13 @@ which only they and root may read; their start page shows it.
     python -m coursehub.onsubmit serve --python PYTHON [--config CLASS_TOML]
     python -m coursehub.onsubmit feedback COURSE_ROOT STUDENT LESSON   (one step, as nobody)
     python -m coursehub.onsubmit report COURSE_ROOT   (the class report again, as nobody)
+    python -m coursehub.onsubmit split COURSE_ROOT OUT LESSON STUDENT...   (as nobody)
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import grp
 import io
 import json
@@ -34,18 +38,16 @@ import pwd
 import re
 import signal
 import stat
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from autograder.intake.safe_copy import Refused, read_small
-from autograder.text import one_line
-from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings, OnSubmit
-from coursehub.state import as_nobody
+from coursehub.settings import USERNAME_PATTERN, ClassSettings
 from coursehub.submitqueue import (DONE, FAILED, PENDING, SUPERSEDED, WAITING,  # noqa: F401
-                                   WORKING, Entry, Queue, claimed_time, instructor_report,
-                                   parse_name, student_status, utc)
+                                   WORKING, Entry, Queue, instructor_report, parse_name,
+                                   student_status, utc)
+from coursehub.submitsteps import Steps, split_results, submitted_after  # noqa: F401
 
 QUEUE_FILE = "queue.json"
 REPORT_FILE = "on-submit.md"  # in the course folder, for the instructors
@@ -53,200 +55,56 @@ TRIES = 2  # a failed step is tried once more, then reported
 # Each step and the one after it. "feedback": the full feedback of a submission graded with
 # the hidden checks held back, once its lesson's deadline has passed.
 NEXT_STEP = {"collect": "grade", "grade": "release", "feedback": "release", "release": None}
-STEP_TIMEOUT = 3600  # seconds; grading has its own per-notebook limit well below this
-# Seconds one notebook may run when graded on submit (the instructors' own grading allows
-# 600): a correct lesson runs in well under a minute, and a notebook that idles holds a slot.
-SUBMIT_NOTEBOOK_TIMEOUT = 180
 MAX_PAGE_BYTES = 64 << 20  # a feedback page copied beside the class report
-
-
-class Steps:
-    """Runs collect, grade and release for one submission, each as `nobody` with the
-    instructors' group, in the course folder. Each method returns an error message, or ""."""
-
-    def __init__(self, settings: ClassSettings, python: Path):
-        self.settings = settings
-        self.python = python
-        self.current: subprocess.Popen | None = None
-        self.stopping = False
-
-    def _run(self, args: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
-        if self.stopping:
-            return 1, "the service is stopping"
-        settings = self.settings
-        drop = as_nobody(settings)
-        env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": "/nonexistent",
-               "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8", **(env or {})}
-        self.current = subprocess.Popen([str(self.python), *args], cwd=settings.course_dir,
-                                        env=env, preexec_fn=drop, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True,
-                                        start_new_session=True)
-        try:
-            output, _ = self.current.communicate(timeout=STEP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.current.pid, signal.SIGKILL)
-            output, _ = self.current.communicate()
-            output += f"\n(stopped after {STEP_TIMEOUT} s)"
-        finally:
-            code, self.current = self.current.returncode, None
-        return code, output
-
-    def stop(self) -> None:
-        """End the step that runs now, and start no other (the service is stopping)."""
-        self.stopping = True
-        if self.current is not None and self.current.poll() is None:
-            os.killpg(self.current.pid, signal.SIGTERM)
-
-    def out(self, entry: Entry) -> Path:
-        return self.settings.course_dir / "on-submit" / f"{entry.student}+{entry.lesson}"
-
-    def collect(self, entry: Entry, now: float) -> str:
-        """Collect the student's newest submission; judged by whether it is THIS one (a
-        classmate's folder refused beside it is none of this submission's business). When the
-        exchange no longer holds this one (removed, or a newer one of theirs was taken), the
-        entry is superseded: nothing is graded or counted for it."""
-        code, output = self._run(["-m", "nbgrader", "collect", entry.lesson,
-                                  "--student", entry.student, "--update"])
-        mine = [line for line in output.splitlines()
-                if "Not collected:" in line and entry.name in line]
-        if code or mine:
-            return one_line(" ".join(mine) or output[-600:], 600)
-        if not self.collected(entry):
-            entry.status = SUPERSEDED
-            entry.note = "not collected: it is no longer in the exchange, or a newer " \
-                "submission of yours was collected in its place"
-            return ""
-        return self.due_date(entry)
-
-    def collected(self, entry: Entry) -> bool:
-        """Whether the submission collected for the student's lesson is `entry`'s (by the time
-        its folder's name gives, which SafeCollect keeps in timestamp_claimed.txt)."""
-        from nbgrader.utils import parse_utc
-
-        from autograder.intake.exchange import CLAIMED_FILE, utc_text
-
-        path = self.settings.course_dir / "submitted" / entry.student / entry.lesson / \
-            CLAIMED_FILE
-        try:
-            return read_small(str(path), 1024).strip() == \
-                utc_text(parse_utc(claimed_time(entry.name)))
-        except (OSError, Refused, ValueError, OverflowError):
-            return False
-
-    def due_date(self, entry: Entry) -> str:
-        """With a deadline for the lesson: make it the lesson's due date in the gradebook (from
-        which nbgrader counts lateness) and mark the collected submission late when its
-        timestamp.txt is past it. An error message, or ""."""
-        stamp = self.settings.course_dir / "submitted" / entry.student / entry.lesson / \
-            "timestamp.txt"
-        deadline = self.settings.on_submit.deadline(entry.lesson)
-        if deadline is None:
-            return ""
-        try:
-            entry.late = submitted_after(stamp, deadline)
-        except (OSError, ValueError, Refused):
-            return f"the collected submission has no readable timestamp.txt ({stamp})"
-        code, output = self._run(["-m", "nbgrader", "db", "assignment", "add", entry.lesson,
-                                  f"--duedate={deadline:%Y-%m-%d %H:%M:%S} UTC"])
-        if code:
-            return "could not set the lesson's due date: " + one_line(output[-400:])
-        return ""
-
-    def grade(self, entry: Entry, now: float) -> str:
-        limits = self.settings.on_submit
-        out = self.out(entry)
-        args = ["-m", "autograder", "grade", "submitted", "--students", entry.student,
-                "--lessons", entry.lesson, "--out", str(out), "--course-root", ".",
-                "--jobs", "1", "--no-progress",
-                "--notebook-timeout", str(SUBMIT_NOTEBOOK_TIMEOUT)]
-        deadline = limits.deadline(entry.lesson)
-        withhold = not limits.hidden_before_deadline and \
-            (deadline is None or now < deadline.timestamp())
-        if withhold:
-            args.append("--withhold-hidden-checks")
-        if limits.cluster:
-            args += ["--cluster", limits.cluster]
-        code, output = self._run(args)
-        self.class_report()
-        row = None
-        try:  # written by the grading step; read without following a link, bounded
-            text = read_small(str(out / "grades.csv"), 1 << 20)
-            row = next((r for r in csv.DictReader(io.StringIO(text)) if r.get("student_id") ==
-                        entry.student and r.get("lesson") == entry.lesson), None)
-        except (OSError, Refused):
-            pass
-        if code or row is None:
-            return f"grading ended with status {code}: " + one_line(output[-600:])
-        if row["status"] != "graded":
-            return f"{row['status']}: " + one_line(row.get("reason", "") or output[-400:], 600)
-        entry.score = f"{float(row['score']):g} / {float(row['max_score']):g}"
-        entry.withheld = withhold
-        return ""
-
-    def feedback(self, entry: Entry, now: float) -> str:
-        """The submission's feedback made again by the course's feedback steps (every check
-        shown), from the autograded copy: nothing is graded again (full_feedback)."""
-        code, output = self._run(["-m", "coursehub.onsubmit", "feedback", ".", entry.student,
-                                  entry.lesson], env={"PYTHONPATH": str(HUB_DIR / "lib")})
-        if code:
-            return "generating the full feedback failed: " + one_line(output[-600:])
-        entry.withheld = False
-        self.class_report()
-        return ""
-
-    def class_report(self) -> None:
-        """Write the class report again (class_report); a failure goes to the hub's log and
-        stops nothing (the grades and feedback are written already)."""
-        code, output = self._run(["-m", "coursehub.onsubmit", "report", "."],
-                                 env={"PYTHONPATH": str(HUB_DIR / "lib")})
-        if code:
-            print(f"coursehub.onsubmit: the class report was not written: "
-                  f"{one_line(output[-600:])}", flush=True)
-
-    def release(self, entry: Entry, now: float) -> str:
-        code, output = self._run(["-m", "nbgrader", "release_feedback", entry.lesson,
-                                  "--student", entry.student])
-        failed = [line for line in output.splitlines() if "Feedback not released" in line]
-        return one_line(" ".join(failed) or output[-600:], 600) if code or failed else ""
-
-
-def submitted_after(stamp: Path, deadline: datetime.datetime) -> bool:
-    """Whether the collected submission's timestamp.txt (the exchange's clock, written by
-    SafeCollect) is past `deadline`."""
-    submitted = datetime.datetime.strptime(read_small(str(stamp), 1024).strip(),
-                                           "%Y-%m-%d %H:%M:%S.%f %Z")
-    return submitted.replace(tzinfo=datetime.timezone.utc) > deadline
 
 
 def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
     """Run `entry`'s remaining steps, saving the queue after each; a step that fails is tried
-    once more (at its next turn), then the submission is marked failed. A grading's start and
-    length are kept: what the student's hourly limits count."""
+    once more (at its next turn), then the submission is marked failed. Its grading is shared
+    with the other collected submissions of its lesson (Queue.batch_of, Steps.grade_many) when
+    `steps` can grade several; each then goes on alone. A grading's start and length are kept:
+    what the student's hourly limits count."""
     while entry.status in (PENDING, WAITING):
-        entry.status = WORKING
+        batch = queue.batch_of(entry) if hasattr(steps, "grade_many") else [entry]
         began = clock()
-        if entry.step == "grade":
-            entry.started = began
+        for one in batch:
+            one.status = WORKING
+            if one.step == "grade":
+                one.started = began
         queue.save()
-        error = getattr(steps, entry.step)(entry, began)
-        if entry.step == "grade":
-            entry.seconds += max(0.0, clock() - began)
-        if entry.status == SUPERSEDED:  # the step found nothing of this submission to do
-            queue.save()
-            return
-        if error:
-            entry.failures += 1
-            entry.status = FAILED if entry.failures >= TRIES else PENDING
-            entry.note = f"{entry.step} failed: {error}"
-            queue.save()
-            return
-        entry.failures, entry.note = 0, ""
-        following = NEXT_STEP[entry.step]
-        if following is None:
-            entry.status = DONE
+        before = {one.name: one.seconds for one in batch}
+        if len(batch) > 1:
+            errors = steps.grade_many(batch, began)
         else:
-            entry.step, entry.status = following, PENDING
+            errors = {entry.name: getattr(steps, entry.step)(entry, began)}
+        if entry.step == "grade":
+            elapsed = max(0.0, clock() - began)
+            for one in batch:
+                if one.seconds == before[one.name]:  # the steps did not say: an equal share
+                    one.seconds += elapsed / len(batch)
+        for one in batch:
+            _advance(one, errors[one.name])
         queue.save()
+        if errors[entry.name] or entry.status != PENDING or entry.step == "grade":
+            return  # collected: the others ready are collected too, then graded with it
+
+
+def _advance(entry: Entry, error: str) -> None:
+    """After a step of `entry`: the next step, or a failure counted (tried again at its next
+    turn, FAILED at the last try)."""
+    if entry.status == SUPERSEDED:  # the step found nothing of this submission to do
+        return
+    if error:
+        entry.failures += 1
+        entry.status = FAILED if entry.failures >= TRIES else PENDING
+        entry.note = f"{entry.step} failed: {error}"
+        return
+    entry.failures, entry.note = 0, ""
+    following = NEXT_STEP[entry.step]
+    if following is None:
+        entry.status = DONE
+    else:
+        entry.step, entry.status = following, PENDING
 
 
 # --------------------------------------------------------------------------------------------
@@ -322,35 +180,51 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
         folder.mkdir(exist_ok=True)
         os.chmod(folder, mode)
     queue = Queue.load(settings.queue_dir / QUEUE_FILE)
-    steps = Steps(settings, python)
+    written: dict[Path, str] = {}
+
+    def look() -> bool:
+        """Queue what is new in inbound; whether anything changed."""
+        refused = set(queue.refused)
+        added = queue.observe(inbound_folders(settings), time.time(), released_lessons(settings))
+        if set(queue.refused) - refused:  # each told once, by name in the instructors' report
+            print(f"coursehub.onsubmit: {len(set(queue.refused) - refused)} folder(s) in inbound "
+                  f"not queued, each named in {REPORT_FILE}", flush=True)
+        return bool(added) or set(queue.refused) != refused
+
+    def meanwhile() -> None:
+        """While a step runs: new submissions are queued, and their students told at once."""
+        if look():
+            queue.save()
+            publish(queue, settings, written)
+
+    steps = Steps(settings, python, tick=meanwhile, poll=poll)
     stopping = []
 
     def stop(signum, frame) -> None:
         stopping.append(signum)
         steps.stop()
 
-    written: dict[Path, str] = {}
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     print(f"coursehub.onsubmit: watching {settings.exchange_dir / settings.course_id}/inbound; "
           f"{len(queue.entries)} submissions known", flush=True)
     while not stopping:
-        refused = set(queue.refused)
-        added = queue.observe(inbound_folders(settings), time.time(), released_lessons(settings))
-        if set(queue.refused) - refused:  # each told once, by name in the instructors' report
-            print(f"coursehub.onsubmit: {len(set(queue.refused) - refused)} folder(s) in inbound "
-                  f"not queued, each named in {REPORT_FILE}", flush=True)
+        changed = look()
         entry = queue.next_ready(time.time(), settings.on_submit)
-        if added or entry or set(queue.refused) != refused:
+        if changed or entry:
             queue.save()
         if entry is not None:
+            tries = {e.name: e.failures for e in queue.entries if e.status in (PENDING, WORKING)}
             work(queue, entry, steps)
-            if stopping and entry.status not in (DONE, SUPERSEDED):  # stopped half-way: again
-                entry.status, entry.failures = PENDING, max(0, entry.failures - 1)
+            if stopping:  # stopped half-way: those steps run again, and no try is spent
+                for one in queue.entries:
+                    if one.name in tries and one.status not in (DONE, SUPERSEDED):
+                        one.status, one.failures = PENDING, tries[one.name]
                 queue.save()
-            if entry.status == FAILED:
-                print(f"coursehub.onsubmit: {entry.student}'s {entry.lesson} could not be "
-                      f"graded: {entry.note}", flush=True)
+            for one in queue.entries:
+                if one.name in tries and one.status == FAILED:
+                    print(f"coursehub.onsubmit: {one.student}'s {one.lesson} could not be "
+                          f"graded: {one.note}", flush=True)
         publish(queue, settings, written)
         if entry is None:
             time.sleep(poll)
@@ -432,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     serving.add_argument("--config", type=Path, default=None, help="the class file")
     serving.add_argument("--python", type=Path, required=True,
                          help="the Python of users' servers, which runs each step")
+    filing = commands.add_parser("split", help="file each student's result of a grading")
+    filing.add_argument("course")
+    filing.add_argument("out")
+    filing.add_argument("lesson")
+    filing.add_argument("students", nargs="+")
     making = commands.add_parser("feedback", help="a graded submission's full feedback again")
     for name in ("course", "student", "lesson"):
         making.add_argument(name)
@@ -439,7 +318,9 @@ def main(argv: list[str] | None = None) -> int:
                                     "graded on submit, written again")
     reporting.add_argument("course")
     args = parser.parse_args(argv)
-    if args.command == "report":
+    if args.command == "split":
+        split_results(Path(args.course), Path(args.out), args.lesson, args.students)
+    elif args.command == "report":
         print(f"Class report written: {class_report(Path(args.course))}")
     elif args.command == "feedback":
         print(f"Feedback written: {full_feedback(Path(args.course), args.student, args.lesson)}")

@@ -26,6 +26,7 @@ PENDING, WORKING, WAITING = "pending", "working", "waiting"
 DONE, FAILED, SUPERSEDED = "done", "failed", "superseded"
 MAX_QUEUED_PER_STUDENT = 12  # a student's submissions not yet graded; more wait in inbound
 GRADING_SECONDS_PER_HOUR = 900.0  # a student's grading time on submit in any 60 minutes
+GRADE_BATCH = 8  # collected submissions of a lesson graded by one warm grading command
 MAX_REFUSED_SHOWN = 50  # refused folders named in the instructors' report (the rest counted)
 _LESSON = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -156,32 +157,48 @@ class Queue:
 
     def next_ready(self, now: float, limits: OnSubmit) -> Entry | None:
         """Settle who waits and whose older submissions a newer one replaces; the submission
-        to work on next, or None: of the students with one ready, the one who used the least
-        grading time in the last hour, their oldest."""
+        to work on next, or None. A release runs first; then each ready submission is collected
+        (of the students with one ready, the one who used the least grading time in the last
+        hour first, their oldest), and the collected ones are graded together, GRADE_BATCH of
+        a lesson at a time, once nothing else is ready to collect or a batch is full."""
         in_progress = [e for e in self.entries if e.status in (PENDING, WORKING)
-                       and e.step != "collect"]  # collected: finished before anything else
-        if in_progress:
-            return in_progress[0]
+                       and e.step != "collect"]
+        finishing = [e for e in in_progress if e.step != "grade"]
+        if finishing:
+            return finishing[0]
+        busy = {(e.student, e.lesson) for e in in_progress}  # its collected copy is in use
         newest: dict[tuple[str, str], Entry] = {}
         for entry in sorted(self.entries, key=lambda e: (e.seen, e.name)):
-            if entry.status in (PENDING, WAITING):
+            if entry.status in (PENDING, WAITING) and entry.step == "collect":
                 key = (entry.student, entry.lesson)
                 if key in newest:
                     newest[key].status, newest[key].note = SUPERSEDED, \
                         "a newer submission of the same lesson replaced it"
                 newest[key] = entry
         ready = []
-        for entry in newest.values():
+        for key, entry in newest.items():
             until, why = self.wait(entry, now, limits)
             if why:
                 entry.status, entry.until, entry.note = WAITING, until, why
             else:
                 entry.status, entry.until, entry.note = PENDING, None, ""
-                ready.append(entry)
-        if not ready:
+                if key not in busy:
+                    ready.append(entry)
+        collected = [e for e in in_progress if e.status == PENDING]
+        if collected and (len(collected) >= GRADE_BATCH or not ready):
+            return collected[0]
+        if not ready and not in_progress:
             ready = self.past_deadline(now, limits)
         return min(ready, key=lambda e: (self.used(e.student, now), e.seen, e.name),
                    default=None)
+
+    def batch_of(self, entry: Entry) -> list[Entry]:
+        """`entry` and the other collected submissions of its lesson, graded with it."""
+        if entry.step != "grade":
+            return [entry]
+        others = [e for e in self.entries if e.step == "grade" and e.status == PENDING and
+                  e.lesson == entry.lesson and e is not entry]
+        return [entry, *others][:GRADE_BATCH]
 
     def past_deadline(self, now: float, limits: OnSubmit) -> list[Entry]:
         """Graded submissions whose feedback held the hidden checks back and whose lesson's
@@ -201,9 +218,11 @@ class Queue:
 
     def wait(self, entry: Entry, now: float, limits: OnSubmit) -> tuple[float | None, str]:
         """Until when `entry` must wait, and why ("" when it need not)."""
-        graded = [e for e in self.entries if e.student == entry.student and e.started is not None
-                  and e is not entry]
-        of_lesson = [e for e in graded if e.lesson == entry.lesson]
+        graded = [e for e in self.entries if e.student == entry.student and e is not entry and
+                  e.started is not None]
+        collected = [e for e in self.entries if e.student == entry.student and e.started is None
+                     and e.step == "grade" and e.status in (PENDING, WORKING)]
+        of_lesson = [e for e in graded + collected if e.lesson == entry.lesson]
         if len(of_lesson) >= limits.per_lesson:
             deadline = limits.deadline(entry.lesson)
             when = f"after the deadline ({utc(deadline.timestamp())})" if deadline else \
@@ -211,7 +230,8 @@ class Queue:
             return None, (f"{limits.per_lesson} submissions of this lesson were graded on "
                           "submit, the most the class allows; your instructor grades your last "
                           f"submission {when}")
-        recent = sorted(e.started for e in graded if now - HOUR < e.started <= now)
+        recent = sorted([e.started for e in graded if now - HOUR < e.started <= now] +
+                        [now] * len(collected))  # collected ones are graded now
         if len(recent) >= limits.per_hour:
             until = recent[-limits.per_hour] + HOUR
             return until, (f"the class grades at most {limits.per_hour} submissions of yours "
