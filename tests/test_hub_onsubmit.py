@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 
 import nbformat
@@ -171,6 +172,12 @@ def _run(hub: ClassHub, browser, new_context) -> None:
     assert 0 < expected[bob] < full
     for student in (ann, bob, cat):
         fetch(pages[student], hub, student)
+    # Cat, a hostile classmate, makes a folder in Ann's name in inbound (every student may
+    # write there): it is refused, charged to nobody, and fails none of Ann's submissions.
+    inbound = hub.settings.exchange_dir / hub.settings.course_id / "inbound"
+    forged = f"{ann}+{LESSON}+2027-01-01 00:00:00.000000 UTC+forged"
+    subprocess.run(["runuser", "-u", cat, "--", "mkdir", str(inbound / forged)], check=True,
+                   cwd="/")
     for student in (ann, bob):
         answer_and_save(pages[student], hub, student, answers[student])
         submit(pages[student], 1)
@@ -205,13 +212,15 @@ def _run(hub: ClassHub, browser, new_context) -> None:
     screenshot(pages[cat], "on-submit-waiting", doc_image="hub-on-submit-waiting.png")
     text = pages[cat].locator(".jp-MarkdownViewer:not(.lm-mod-hidden)").inner_text()
     assert re.search(rf"{LESSON}\s.*waiting: the class grades at most {PER_HOUR} submissions "
-                     r"of yours an hour; this one is graded at \d{4}-\d\d-\d\d \d\d:\d\d UTC",
+                     r"of yours an hour; this one joins the grading queue at "
+                     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC",
                      text), text
     assert "01" in rows
 
     # The instructors' report lists every graded submission; nothing failed.
     report = (hub.settings.course_dir / "on-submit.md").read_text()
     assert "Could not be graded" not in report
+    assert f"- `{forged}`: `it is named for {ann} but belongs to {cat}`" in report
     assert report.count("| done |") == 3 + PER_HOUR and "| waiting |" in report
     # The class report is current: each student's latest result (Ann's second), each linked
     # to the feedback page they got.
