@@ -12,10 +12,12 @@ needs what that file needs (root, npm, Chromium).
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import subprocess
 import time
+from zoneinfo import ZoneInfo
 
 import nbformat
 import pytest
@@ -124,6 +126,32 @@ def graded(hub: ClassHub, student: str) -> int:
     return sum(e["student"] == student and e["status"] == "done" for e in entries)
 
 
+ZONE = "Asia/Kolkata"
+
+
+def submission_state(page) -> str:
+    """What the Assignments tab says beside the newest submission (coursekit-start-page)."""
+    assignment_list(page)
+    state = page.locator("#submitted_assignments_list .coursekit-submission-state").first
+    state.wait_for(timeout=30_000)
+    return state.inner_text()
+
+
+def waiting_until(hub: ClassHub, student: str) -> float:
+    """When the service promised `student`'s waiting submission a place in the queue."""
+    entries = json.loads((hub.settings.queue_dir / "queue.json").read_text())["entries"]
+    return next(e["until"] for e in entries if e["student"] == student
+                and e["status"] == "waiting")
+
+
+def local_time(moment: float) -> str:
+    """`moment` as the start page shows it to a reader in ZONE."""
+    shown = datetime.datetime.fromtimestamp(moment, ZoneInfo(ZONE))
+    today = datetime.datetime.now(ZoneInfo(ZONE)).date()
+    return (f"{shown:%Y-%m-%d} " if shown.date() != today else "") + \
+        f"{shown:%H:%M:%S} (your time)"
+
+
 @pytest.fixture
 def class_hub():
     hub = ClassHub(students=("ann", "bob", "cat"),
@@ -157,7 +185,9 @@ def _run(hub: ClassHub, browser, new_context) -> None:
 
     # The instructor releases lesson 01, and that is all they do.
     teacher_context = new_context()
-    logins = {name: log_in(teacher_context if name == hub.instructor else new_context(), hub,
+    # Cat's browser is in India (UTC+05:30): the hub's times are shown to her in her own.
+    logins = {name: log_in(teacher_context if name == hub.instructor else
+                           new_context(timezone_id=ZONE) if name == cat else new_context(), hub,
                            name) for name in (hub.instructor, *hub.students)}
     pages = {name: open_lab_after_login(page, name) for name, page in logins.items()}
     grader = teacher_context.new_page()
@@ -181,6 +211,10 @@ def _run(hub: ClassHub, browser, new_context) -> None:
     for student in (ann, bob):
         answer_and_save(pages[student], hub, student, answers[student])
         submit(pages[student], 1)
+    # At once, beside the submission: received (to the second, in her time), then the result.
+    assert re.match(r"Feedback on submit: (received at \d\d:\d\d:\d\d \(your time\), "
+                    r"(grading: \d+ ahead of you|being graded now)|graded: )",
+                    submission_state(pages[ann])), submission_state(pages[ann])
     for student in (ann, bob):
         image = "hub-feedback-on-submit.png" if student == bob else None
         assert fetch_new_feedback(pages[student], hub, student, image) == expected[student]
@@ -211,10 +245,11 @@ def _run(hub: ClassHub, browser, new_context) -> None:
                        has_text="Your submissions").scroll_into_view_if_needed()
     screenshot(pages[cat], "on-submit-waiting", doc_image="hub-on-submit-waiting.png")
     text = pages[cat].locator(".jp-MarkdownViewer:not(.lm-mod-hidden)").inner_text()
+    promise = f"this one joins the grading queue at {local_time(waiting_until(hub, cat))}"
     assert re.search(rf"{LESSON}\s.*waiting: the class grades at most {PER_HOUR} submissions "
-                     r"of yours an hour; this one joins the grading queue at "
-                     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC",
-                     text), text
+                     rf"of yours an hour; {re.escape(promise)}", text), text
+    assert "Feedback on submit: waiting: " in submission_state(pages[cat])
+    assert promise in submission_state(pages[cat])
     assert "01" in rows
 
     # The instructors' report lists every graded submission; nothing failed.

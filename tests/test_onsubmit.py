@@ -290,7 +290,7 @@ def test_publishing_follows_no_link_an_instructor_plants(tmp_path):
     assert not report.is_symlink() and "| `root` | " in report.read_text()
     assert oct(report.stat().st_mode & 0o777) == oct(0o640)
     student = settings.queue_dir / "students" / "root.json"
-    assert json.loads(student.read_text())[0]["status"] == "received, grading"
+    assert json.loads(student.read_text())[0]["status"] == "received at 2027-01-15 08:00:00 UTC, grading: 0 ahead of you"
     # Written again only when it changes.
     report.write_text("edited")
     publish(queue, settings, written)

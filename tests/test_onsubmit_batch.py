@@ -42,7 +42,7 @@ def test_a_rush_is_collected_then_graded_together_a_lesson_at_a_time(tmp_path):
     queue.observe(mine(*ones, *twos), T0)
     # Students are told at once where their submission stands.
     assert student_status(queue, "t01", T0)[0]["status"] == \
-        f"received, grading: {len(ones) + 1} ahead of you"
+        f"received at 2027-01-15 08:00:00 UTC, grading: {len(ones) + 1} ahead of you"
     run_all(queue, steps, T0, limits)
     assert {e.status for e in queue.entries} == {DONE}
     assert [len(b) for b in steps.batches] == [GRADE_BATCH, 3, 2]

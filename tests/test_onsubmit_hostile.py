@@ -193,7 +193,7 @@ def test_the_fair_queue_grades_the_student_who_used_least_first(tmp_path):
     queue.observe(mine(bobs), T0 + 11)
     assert queue.next_ready(T0 + 12, limits).name == bobs
     assert student_status(queue, "mallory", T0 + 12)[1]["status"] == \
-        "received, grading: 1 ahead of you"
+        "received at 2027-01-15 08:00:10 UTC, grading: 1 ahead of you"
 
 
 def test_a_folder_name_cannot_write_markdown_into_the_instructors_report(tmp_path):

@@ -291,11 +291,10 @@ def student_status(queue: Queue, student: str, now: float | None = None) -> list
         elif entry.status == FAILED:
             text = "could not be graded on submit; your instructor has been told"
         elif entry.status == WORKING and entry.step != "collect":
-            text = "being graded now"
+            text = f"received at {utc(entry.seen)}, being graded now"
         else:
             ahead = queue.ahead_of(entry, entry.seen if now is None else now)
-            text = f"received, grading: {ahead} ahead of you" if ahead else \
-                "received, grading"
+            text = f"received at {utc(entry.seen)}, grading: {ahead} ahead of you"
         rows.append({"lesson": lesson, "submitted": utc(entry.seen), "received": entry.seen,
                      "status": text})
     return rows
