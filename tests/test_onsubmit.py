@@ -134,7 +134,8 @@ def test_the_hourly_limit_makes_the_rest_wait_and_says_until_when(tmp_path):
     waiting = by_name(queue)[subs[2]]
     assert waiting.status == WAITING and waiting.until == T0 + 3600
     assert "at most 2 submissions of yours an hour" in waiting.note
-    assert "joins the grading queue at 2027-01-15 09:00:00 UTC" in waiting.note  # T0 (08:00) + 1 h, in words
+    # T0 (08:00) + 1 h, in words
+    assert "joins the grading queue at 2027-01-15 09:00:00 UTC" in waiting.note
     # Another student is not held up by ann's limit.
     queue.observe(mine(name("bob", L1, 9)), T0 + 1300)
     run_all(queue, steps, T0 + 1300, limits)
@@ -290,7 +291,8 @@ def test_publishing_follows_no_link_an_instructor_plants(tmp_path):
     assert not report.is_symlink() and "| `root` | " in report.read_text()
     assert oct(report.stat().st_mode & 0o777) == oct(0o640)
     student = settings.queue_dir / "students" / "root.json"
-    assert json.loads(student.read_text())[0]["status"] == "received at 2027-01-15 08:00:00 UTC, grading: 0 ahead of you"
+    assert json.loads(student.read_text())[0]["status"] == \
+        "received at 2027-01-15 08:00:00 UTC, grading: 0 ahead of you"
     # Written again only when it changes.
     report.write_text("edited")
     publish(queue, settings, written)

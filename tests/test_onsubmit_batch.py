@@ -128,3 +128,13 @@ def test_submissions_are_noticed_while_a_step_runs(tmp_path):
     steps = Steps(settings, Path("/bin/sleep"), tick=lambda: looks.append(1), poll=0.05)
     code, _ = steps._run(["1"])  # a step that takes a second
     assert code == 0 and looks
+
+
+def test_a_graded_submission_waiting_for_its_release_says_its_score(tmp_path):
+    from coursehub.onsubmit import Entry
+
+    queue = Queue(tmp_path / "q.json")
+    queue.entries.append(Entry(name("ann", L1, 1), "ann", L1, seen=T0, step="release",
+                               score="7 / 9"))
+    assert student_status(queue, "ann", T0)[0]["status"] == \
+        "graded: 7 / 9; its feedback is on its way to the Assignments tab"

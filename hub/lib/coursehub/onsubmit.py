@@ -47,7 +47,8 @@ from coursehub.settings import USERNAME_PATTERN, ClassSettings
 from coursehub.submitqueue import (DONE, FAILED, PENDING, SUPERSEDED, WAITING,  # noqa: F401
                                    WORKING, Entry, Queue, instructor_report, parse_name,
                                    student_status, utc)
-from coursehub.submitsteps import Steps, split_results, submitted_after  # noqa: F401
+from coursehub.submitsteps import (Steps, replace_file, split_results,  # noqa: F401
+                                   submitted_after)
 
 QUEUE_FILE = "queue.json"
 REPORT_FILE = "on-submit.md"  # in the course folder, for the instructors
@@ -113,15 +114,7 @@ def _advance(entry: Entry, error: str) -> None:
 def _write(path: Path, text: str, gid: int, mode: int) -> None:
     """Write `path` whole, owned by root and group `gid`, through a new file that no link
     can redirect (the course folder is the instructors' to change)."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    if os.path.lexists(temporary):
-        os.unlink(temporary)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        os.fchown(handle.fileno(), 0, gid)
-        os.fchmod(handle.fileno(), mode)
-    os.replace(temporary, path)
+    replace_file(path, text, mode, gid)
 
 
 def publish(queue: Queue, settings: ClassSettings, written: dict[Path, str]) -> None:

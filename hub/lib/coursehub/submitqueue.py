@@ -26,7 +26,7 @@ PENDING, WORKING, WAITING = "pending", "working", "waiting"
 DONE, FAILED, SUPERSEDED = "done", "failed", "superseded"
 MAX_QUEUED_PER_STUDENT = 12  # a student's submissions not yet graded; more wait in inbound
 GRADING_SECONDS_PER_HOUR = 900.0  # a student's grading time on submit in any 60 minutes
-GRADE_BATCH = 8  # collected submissions of a lesson graded by one warm grading command
+GRADE_BATCH = 16  # collected submissions of a lesson graded by one warm grading command
 MAX_REFUSED_SHOWN = 50  # refused folders named in the instructors' report (the rest counted)
 _LESSON = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -290,6 +290,8 @@ def student_status(queue: Queue, student: str, now: float | None = None) -> list
             text = f"waiting: {entry.note}"
         elif entry.status == FAILED:
             text = "could not be graded on submit; your instructor has been told"
+        elif entry.step == "release" and entry.status in (PENDING, WORKING):
+            text = f"graded: {entry.score}; its feedback is on its way to the Assignments tab"
         elif entry.status == WORKING and entry.step != "collect":
             text = f"received at {utc(entry.seen)}, being graded now"
         else:

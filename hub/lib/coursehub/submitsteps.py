@@ -246,23 +246,27 @@ def split_results(course: Path, out: Path, lesson: str, students: list[str]) -> 
         writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else [])
         writer.writeheader()
         writer.writerows(mine)
-        _replace(folder / "grades.csv", buffer.getvalue())
+        replace_file(folder / "grades.csv", buffer.getvalue())
         page = out / "feedback" / student / f"{lesson}.html"
         try:
-            _replace(folder / "feedback" / student / f"{lesson}.html",
+            replace_file(folder / "feedback" / student / f"{lesson}.html",
                      read_small(str(page), MAX_PAGE_BYTES))
         except FileNotFoundError:
             pass
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write `path` whole through a new file that no link can redirect."""
+def replace_file(path: Path, text: str, mode: int = 0o660, group: int | None = None) -> None:
+    """Write `path` whole, with `mode` (and `group`), through a new file that no link can
+    redirect (the course folder is the instructors' to change)."""
     temporary = path.with_name(f".{path.name}.tmp")
     if os.path.lexists(temporary):
         os.unlink(temporary)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o660)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
+        if group is not None:
+            os.fchown(handle.fileno(), -1, group)
+        os.fchmod(handle.fileno(), mode)
     os.replace(temporary, path)
 
 
