@@ -250,6 +250,14 @@ def _run(hub: ClassHub, browser, new_context) -> None:
                      rf"of yours an hour; {re.escape(promise)}", text), text
     assert "Feedback on submit: waiting: " in submission_state(pages[cat])
     assert promise in submission_state(pages[cat])
+    # Lesson 02 is not fetched: the link to it says where to fetch it, instead of a silent 404.
+    pages[cat].goto(f"{hub.url}/user/{cat}/lab/tree/{NOTEBOOK}")
+    pages[cat].locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown a",
+                       has_text="Lesson 02").first.click()
+    note = pages[cat].locator(".coursekit-not-fetched").first
+    note.wait_for()
+    assert "Lesson 02 is not in your home folder yet: fetch it from the Assignments tab" in \
+        note.inner_text()
     assert "01" in rows
 
     # The instructors' report lists every graded submission; nothing failed.

@@ -11,7 +11,9 @@
 // (received, how many are ahead, the result) beside it in the Assignments tab, from the
 // student's server (GET coursekit/submissions, coursehub.startpage), and writes every time the
 // hub gives ("2027-01-15 08:00:00 UTC") in the reader's own time zone, to the second, on the
-// start page and in the Assignments tab.
+// start page and in the Assignments tab. A third makes a link to a lesson the student has not
+// fetched yet (a lesson's "Next: Lesson 04 →") say so, beside the link, instead of opening
+// nothing.
 //
 // Written by hand in the shape JupyterLab loads a prebuilt extension in (a module federation
 // container: `init` and `get`); it shares and imports no module, so it needs no build step. It
@@ -178,6 +180,65 @@
     }
   };
 
+  var NOT_FETCHED_CLASS = "coursekit-not-fetched";
+
+  // The notebook a rendered link opens (JupyterLab points it at files/<path>), when it is a
+  // lesson's own (<lesson>/<lesson>.ipynb); else null.
+  function lessonPath(anchor) {
+    var url;
+    try {
+      url = new URL(anchor.href, window.location.href);
+    } catch (error) {
+      return null;
+    }
+    var at = url.pathname.indexOf("/files/");
+    if (url.origin !== window.location.origin || at < 0) {
+      return null;
+    }
+    var path = decodeURIComponent(url.pathname.slice(at + "/files/".length));
+    var match = /(?:^|\/)((\d{2})_[A-Za-z0-9_]+)\/\1\.ipynb$/.exec(path);
+    return match ? { path: path, number: match[2] } : null;
+  }
+
+  function sayNotFetched(app, anchor, lesson) {
+    var message = "Lesson " + lesson.number + " is not in your home folder yet: fetch it " +
+      "from the Assignments tab (Nbgrader ▸ Assignment List), then click this link again.";
+    var note = anchor.parentNode && anchor.parentNode.querySelector("." + NOT_FETCHED_CLASS);
+    if (!note) {
+      note = document.createElement("span");
+      note.className = NOT_FETCHED_CLASS;
+      note.setAttribute("role", "alert");
+      note.style.display = "block";
+      note.style.fontWeight = "bold";
+      anchor.parentNode.insertBefore(note, anchor.nextSibling);
+    }
+    note.textContent = message;
+  }
+
+  var nextLesson = {
+    id: "coursekit-start-page:next-lesson",
+    description: "Says so when a link leads to a lesson not fetched yet.",
+    autoStart: true,
+    activate: function (app) {
+      document.addEventListener("click", function (event) {
+        var anchor = event.target && event.target.closest &&
+          event.target.closest(".jp-RenderedMarkdown a[href]");
+        var lesson = anchor && lessonPath(anchor);
+        if (!lesson) {
+          return;
+        }
+        event.preventDefault();
+        event.stopPropagation();
+        app.serviceManager.contents.get(lesson.path, { content: false })
+          .then(function () {
+            return app.commands.execute("docmanager:open", { path: lesson.path });
+          }, function () {
+            sayNotFetched(app, anchor, lesson);
+          });
+      }, true);
+    }
+  };
+
   var container = {
     init: function () { return Promise.resolve(); },
     get: function (module) {
@@ -185,7 +246,7 @@
         return Promise.reject(new Error("coursekit-start-page has no module " + module));
       }
       return Promise.resolve(function () {
-        return { __esModule: true, default: [plugin, states] };
+        return { __esModule: true, default: [plugin, states, nextLesson] };
       });
     }
   };
