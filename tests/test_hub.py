@@ -485,8 +485,8 @@ def run_in_contexts(browser, run, label: str) -> None:
     a failure's evidence) and the contexts closed."""
     contexts = []
 
-    def new_context():
-        context = browser.new_context(viewport=lab_page.VIEWPORT)
+    def new_context(**options):
+        context = browser.new_context(viewport=lab_page.VIEWPORT, **options)
         context.set_default_timeout(60_000)
         contexts.append(context)
         return context

@@ -12,9 +12,12 @@ needs what that file needs (root, npm, Chromium).
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
+import subprocess
 import time
+from zoneinfo import ZoneInfo
 
 import nbformat
 import pytest
@@ -123,6 +126,32 @@ def graded(hub: ClassHub, student: str) -> int:
     return sum(e["student"] == student and e["status"] == "done" for e in entries)
 
 
+ZONE = "Asia/Kolkata"
+
+
+def submission_state(page) -> str:
+    """What the Assignments tab says beside the newest submission (coursekit-start-page)."""
+    assignment_list(page)
+    state = page.locator("#submitted_assignments_list .coursekit-submission-state").first
+    state.wait_for(timeout=30_000)
+    return state.inner_text()
+
+
+def waiting_until(hub: ClassHub, student: str) -> float:
+    """When the service promised `student`'s waiting submission a place in the queue."""
+    entries = json.loads((hub.settings.queue_dir / "queue.json").read_text())["entries"]
+    return next(e["until"] for e in entries if e["student"] == student
+                and e["status"] == "waiting")
+
+
+def local_time(moment: float) -> str:
+    """`moment` as the start page shows it to a reader in ZONE."""
+    shown = datetime.datetime.fromtimestamp(moment, ZoneInfo(ZONE))
+    today = datetime.datetime.now(ZoneInfo(ZONE)).date()
+    return (f"{shown:%Y-%m-%d} " if shown.date() != today else "") + \
+        f"{shown:%H:%M:%S} (your time)"
+
+
 @pytest.fixture
 def class_hub():
     hub = ClassHub(students=("ann", "bob", "cat"),
@@ -156,7 +185,9 @@ def _run(hub: ClassHub, browser, new_context) -> None:
 
     # The instructor releases lesson 01, and that is all they do.
     teacher_context = new_context()
-    logins = {name: log_in(teacher_context if name == hub.instructor else new_context(), hub,
+    # Cat's browser is in India (UTC+05:30): the hub's times are shown to her in her own.
+    logins = {name: log_in(teacher_context if name == hub.instructor else
+                           new_context(timezone_id=ZONE) if name == cat else new_context(), hub,
                            name) for name in (hub.instructor, *hub.students)}
     pages = {name: open_lab_after_login(page, name) for name, page in logins.items()}
     grader = teacher_context.new_page()
@@ -171,9 +202,19 @@ def _run(hub: ClassHub, browser, new_context) -> None:
     assert 0 < expected[bob] < full
     for student in (ann, bob, cat):
         fetch(pages[student], hub, student)
+    # Cat, a hostile classmate, makes a folder in Ann's name in inbound (every student may
+    # write there): it is refused, charged to nobody, and fails none of Ann's submissions.
+    inbound = hub.settings.exchange_dir / hub.settings.course_id / "inbound"
+    forged = f"{ann}+{LESSON}+2027-01-01 00:00:00.000000 UTC+forged"
+    subprocess.run(["runuser", "-u", cat, "--", "mkdir", str(inbound / forged)], check=True,
+                   cwd="/")
     for student in (ann, bob):
         answer_and_save(pages[student], hub, student, answers[student])
         submit(pages[student], 1)
+    # At once, beside the submission: received (to the second, in her time), then the result.
+    assert re.match(r"Feedback on submit: (received at \d\d:\d\d:\d\d \(your time\), "
+                    r"(grading: \d+ ahead of you|being graded now)|graded: )",
+                    submission_state(pages[ann])), submission_state(pages[ann])
     for student in (ann, bob):
         image = "hub-feedback-on-submit.png" if student == bob else None
         assert fetch_new_feedback(pages[student], hub, student, image) == expected[student]
@@ -204,14 +245,25 @@ def _run(hub: ClassHub, browser, new_context) -> None:
                        has_text="Your submissions").scroll_into_view_if_needed()
     screenshot(pages[cat], "on-submit-waiting", doc_image="hub-on-submit-waiting.png")
     text = pages[cat].locator(".jp-MarkdownViewer:not(.lm-mod-hidden)").inner_text()
+    promise = f"this one joins the grading queue at {local_time(waiting_until(hub, cat))}"
     assert re.search(rf"{LESSON}\s.*waiting: the class grades at most {PER_HOUR} submissions "
-                     r"of yours an hour; this one is graded at \d{4}-\d\d-\d\d \d\d:\d\d UTC",
-                     text), text
+                     rf"of yours an hour; {re.escape(promise)}", text), text
+    assert "Feedback on submit: waiting: " in submission_state(pages[cat])
+    assert promise in submission_state(pages[cat])
+    # Lesson 02 is not fetched: the link to it says where to fetch it, instead of a silent 404.
+    pages[cat].goto(f"{hub.url}/user/{cat}/lab/tree/{NOTEBOOK}")
+    pages[cat].locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown a",
+                       has_text="Lesson 02").first.click()
+    note = pages[cat].locator(".coursekit-not-fetched").first
+    note.wait_for()
+    assert "Lesson 02 is not in your home folder yet: fetch it from the Assignments tab" in \
+        note.inner_text()
     assert "01" in rows
 
     # The instructors' report lists every graded submission; nothing failed.
     report = (hub.settings.course_dir / "on-submit.md").read_text()
     assert "Could not be graded" not in report
+    assert f"- `{forged}`: `it is named for {ann} but belongs to {cat}`" in report
     assert report.count("| done |") == 3 + PER_HOUR and "| waiting |" in report
     # The class report is current: each student's latest result (Ann's second), each linked
     # to the feedback page they got.

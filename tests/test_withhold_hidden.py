@@ -38,7 +38,8 @@ def test_hidden_lines_go_and_a_visible_failure_is_named():
     stream, errors = texts(cell)
     assert stream.splitlines() == [
         "Exercise 2: 1 of 2 visible examples passed.",
-        "The hidden checks' results are shown after the deadline.",
+        "The hidden checks' results are shown after the deadline. This exercise's points and "
+        "your score count them already.",
         "✓ visible example: small input",
         "✗ visible example: zero input",
         "    - zero input gave 3.0, expected 4.0",

@@ -151,7 +151,9 @@ def verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run:
 _VERDICT_SUMMARY = re.compile(r"^Exercise (\S+): \d+ of \d+ checks passed \(checked by the "
                               r"grader on inputs drawn for you\)\.$")
 _CHECK_LINE = re.compile(r"^([✓✗]) (visible example|hidden check): ")
-WITHHELD_NOTE = "The hidden checks' results are shown after the deadline."
+# Before the deadline the points still count every check: said plainly (issue 30, item 11).
+WITHHELD_NOTE = ("The hidden checks' results are shown after the deadline. This exercise's "
+                 "points and your score count them already.")
 
 
 def withhold_hidden_checks(cell: NotebookNode) -> None:

@@ -10,6 +10,7 @@ c = get_config()  # noqa: F821 (provided by Jupyter when it loads this file)
 c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.formgrader": False,
     "nbgrader.server_extensions.course_list": False,
+    "coursehub.startpage": True,  # the submissions' state, for the Assignments tab
 }
 c.ServerApp.contents_manager_class = "coursehub.startpage.StartPageContents"
 c.LabApp.extra_labextensions_path = [

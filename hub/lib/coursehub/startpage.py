@@ -48,21 +48,18 @@ def _submissions(status_file: Path | None) -> list[str]:
     """The start page's lines on feedback on submit, from the service's file for the student."""
     if status_file is None:
         return []
-    try:
-        rows = json.loads(status_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        rows = []
+    rows = submissions_status(status_file)
     lines = ["## Your submissions", "",
              "Each lesson you submit is graded within minutes and its feedback released to you: "
-             f"click **Fetch Feedback** beside it in {ASSIGNMENTS}.", ""]
-    if not isinstance(rows, list) or not rows:
+             f"click **Fetch Feedback** beside it in {ASSIGNMENTS}, which shows its state too. "
+             "Times are in your own time zone.", ""]
+    if not rows:
         return lines + ["Nothing submitted yet.", ""]
     lines += ["| Lesson | Submitted | State |", "|---|---|---|"]
     for row in rows:
-        if isinstance(row, dict):
-            cells = [str(row.get(k, "")).replace("|", "/") for k in ("lesson", "submitted",
-                                                                      "status")]
-            lines.append("| " + " | ".join(cells) + " |")
+        cells = [str(row.get(k, "")).replace("|", "/") for k in ("lesson", "submitted",
+                                                                  "status")]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -147,6 +144,44 @@ def write_from_environment(home: Path) -> Path:
     status = os.environ.get("COURSE_SUBMIT_STATUS")
     return write_start_page(home, outbound, Path(os.environ["COURSE_REPOSITORY"]),
                             Path(status) if status else None)
+
+
+MAX_STATUS_BYTES = 1 << 20  # the service's file for one student
+
+
+def submissions_status(path: Path | None) -> list[dict]:
+    """The rows of the service's file for the student (coursehub.submitqueue.student_status),
+    or [] when there is none or it cannot be read."""
+    if path is None:
+        return []
+    try:
+        with open(path, "rb") as handle:
+            rows = json.loads(handle.read(MAX_STATUS_BYTES + 1)[:MAX_STATUS_BYTES])
+    except (OSError, ValueError):
+        return []
+    return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
+
+
+def _jupyter_server_extension_points():
+    return [{"module": "coursehub.startpage"}]
+
+
+def _load_jupyter_server_extension(server_app) -> None:
+    """GET <base_url>coursekit/submissions: the student's submissions' state, which the
+    coursekit-start-page Lab extension shows beside each submission in the Assignments tab."""
+    from jupyter_server.base.handlers import APIHandler
+    from jupyter_server.utils import url_path_join
+    from tornado import web
+
+    class Submissions(APIHandler):
+        @web.authenticated
+        def get(self):
+            status = os.environ.get("COURSE_SUBMIT_STATUS")
+            self.set_header("Cache-Control", "no-store")
+            self.finish(json.dumps(submissions_status(Path(status) if status else None)))
+
+    route = url_path_join(server_app.web_app.settings["base_url"], "coursekit", "submissions")
+    server_app.web_app.add_handlers(".*$", [(route, Submissions)])
 
 
 class StartPageContents(AsyncLargeFileManager):

@@ -1,0 +1,278 @@
+"""Feedback on submit's steps (coursehub.onsubmit): collect, grade and release a submission,
+each as the account `nobody` with the instructors' group, in the course folder; and what a
+grading leaves, filed per student."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from autograder.intake.safe_copy import Refused, read_small
+from autograder.text import one_line
+from coursehub.settings import HUB_DIR, USERNAME_PATTERN, ClassSettings
+from coursehub.state import as_nobody
+from coursehub.submitqueue import SUPERSEDED, Entry, claimed_time
+
+MAX_PAGE_BYTES = 64 << 20  # a feedback page filed in a student's result folder
+STEP_TIMEOUT = 3600  # seconds; grading has its own per-notebook limit well below this
+# Seconds one notebook may run when graded on submit (the instructors' own grading allows
+# 600): a correct lesson runs in well under a minute, and a notebook that idles holds a slot.
+SUBMIT_NOTEBOOK_TIMEOUT = 180
+# Notebooks of one batch graded at once (the grading command's workers): a notebook that idles
+# holds one of them, not the service.
+GRADING_SLOTS = max(2, min(8, (os.cpu_count() or 2) // 2))
+
+class Steps:
+    """Runs collect, grade and release for one submission, each as `nobody` with the
+    instructors' group, in the course folder. Each method returns an error message, or ""."""
+
+    def __init__(self, settings: ClassSettings, python: Path, tick=None, poll: float = 2.0):
+        self.settings = settings
+        self.python = python
+        self.current: subprocess.Popen | None = None
+        self.stopping = False
+        self.tick, self.poll = tick, poll  # called every `poll` seconds while a step runs
+
+    def _run(self, args: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+        if self.stopping:
+            return 1, "the service is stopping"
+        settings = self.settings
+        drop = as_nobody(settings)
+        env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": "/nonexistent",
+               "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8", **(env or {})}
+        self.current = subprocess.Popen([str(self.python), *args], cwd=settings.course_dir,
+                                        env=env, preexec_fn=drop, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True,
+                                        start_new_session=True)
+        ends = time.monotonic() + STEP_TIMEOUT
+        try:
+            while True:  # the service goes on noticing submissions while a step runs
+                try:
+                    output, _ = self.current.communicate(timeout=min(
+                        self.poll, max(0.0, ends - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= ends:
+                        os.killpg(self.current.pid, signal.SIGKILL)
+                        output, _ = self.current.communicate()
+                        output += f"\n(stopped after {STEP_TIMEOUT} s)"
+                        break
+                    if self.tick is not None:
+                        self.tick()
+        finally:
+            code, self.current = self.current.returncode, None
+        return code, output
+
+    def stop(self) -> None:
+        """End the step that runs now, and start no other (the service is stopping)."""
+        self.stopping = True
+        if self.current is not None and self.current.poll() is None:
+            os.killpg(self.current.pid, signal.SIGTERM)
+
+    def out(self, entry: Entry) -> Path:
+        return self.settings.course_dir / "on-submit" / f"{entry.student}+{entry.lesson}"
+
+    def collect(self, entry: Entry, now: float) -> str:
+        """Collect the student's newest submission; judged by whether it is THIS one (a
+        classmate's folder refused beside it is none of this submission's business). When the
+        exchange no longer holds this one (removed, or a newer one of theirs was taken), the
+        entry is superseded: nothing is graded or counted for it."""
+        code, output = self._run(["-m", "nbgrader", "collect", entry.lesson,
+                                  "--student", entry.student, "--update"])
+        mine = [line for line in output.splitlines()
+                if "Not collected:" in line and entry.name in line]
+        if code or mine:
+            return one_line(" ".join(mine) or output[-600:], 600)
+        if not self.collected(entry):
+            entry.status = SUPERSEDED
+            entry.note = "not collected: it is no longer in the exchange, or a newer " \
+                "submission of yours was collected in its place"
+            return ""
+        return self.due_date(entry)
+
+    def collected(self, entry: Entry) -> bool:
+        """Whether the submission collected for the student's lesson is `entry`'s (by the time
+        its folder's name gives, which SafeCollect keeps in timestamp_claimed.txt)."""
+        from nbgrader.utils import parse_utc
+
+        from autograder.intake.exchange import CLAIMED_FILE, utc_text
+
+        path = self.settings.course_dir / "submitted" / entry.student / entry.lesson / \
+            CLAIMED_FILE
+        try:
+            return read_small(str(path), 1024).strip() == \
+                utc_text(parse_utc(claimed_time(entry.name)))
+        except (OSError, Refused, ValueError, OverflowError):
+            return False
+
+    def due_date(self, entry: Entry) -> str:
+        """With a deadline for the lesson: make it the lesson's due date in the gradebook (from
+        which nbgrader counts lateness) and mark the collected submission late when its
+        timestamp.txt is past it. An error message, or ""."""
+        stamp = self.settings.course_dir / "submitted" / entry.student / entry.lesson / \
+            "timestamp.txt"
+        deadline = self.settings.on_submit.deadline(entry.lesson)
+        if deadline is None:
+            return ""
+        try:
+            entry.late = submitted_after(stamp, deadline)
+        except (OSError, ValueError, Refused):
+            return f"the collected submission has no readable timestamp.txt ({stamp})"
+        code, output = self._run(["-m", "nbgrader", "db", "assignment", "add", entry.lesson,
+                                  f"--duedate={deadline:%Y-%m-%d %H:%M:%S} UTC"])
+        if code:
+            return "could not set the lesson's due date: " + one_line(output[-400:])
+        return ""
+
+    def grade(self, entry: Entry, now: float) -> str:
+        return self.grade_many([entry], now)[entry.name]
+
+    def grade_many(self, entries: list[Entry], now: float) -> dict[str, str]:
+        """Grade the collected submissions of one lesson (one per student) with one grading
+        command, its workers warmed and its reference outcomes computed once for all; then
+        give each student's result its own folder, on-submit/<student>+<lesson>, as the class
+        report reads it. Sets each entry's score and grading seconds (its own notebook's, and
+        its share of the set-up); an error message for each entry, or ""."""
+        limits, lesson = self.settings.on_submit, entries[0].lesson
+        students = [entry.student for entry in entries]
+        out = self.settings.course_dir / "on-submit" / f".batch+{lesson}"
+        args = ["-m", "autograder", "grade", "submitted", "--students", *students,
+                "--lessons", lesson, "--out", str(out), "--course-root", ".",
+                "--jobs", str(min(len(entries), GRADING_SLOTS)), "--no-progress",
+                "--notebook-timeout", str(SUBMIT_NOTEBOOK_TIMEOUT)]
+        deadline = limits.deadline(lesson)
+        withhold = not limits.hidden_before_deadline and \
+            (deadline is None or now < deadline.timestamp())
+        if withhold:
+            args.append("--withhold-hidden-checks")
+        if limits.cluster:
+            args += ["--cluster", limits.cluster]
+        code, output = self._run(args)
+        rows: dict[str, dict] = {}
+        try:  # written by the grading step; read without following a link, bounded
+            text = read_small(str(out / "grades.csv"), 1 << 20)
+            rows = {r.get("student_id"): r for r in csv.DictReader(io.StringIO(text))
+                    if r.get("lesson") == lesson and r.get("student_id") in students}
+        except (OSError, Refused):
+            pass
+        if rows:  # each graded student's own folder, written as nobody
+            split, said = self._run(["-m", "coursehub.onsubmit", "split", ".", str(out), lesson,
+                                     *rows], env={"PYTHONPATH": str(HUB_DIR / "lib")})
+            if split:
+                print(f"coursehub.onsubmit: results not filed: {one_line(said[-600:])}",
+                      flush=True)
+        self.class_report()
+        seconds = grading_seconds(out / "grading.log", lesson)
+        errors = {}
+        for entry in entries:
+            row = rows.get(entry.student)
+            entry.seconds += seconds.get(entry.student, 0.0)
+            if code or row is None:
+                errors[entry.name] = f"grading ended with status {code}: " + \
+                    one_line(output[-600:])
+            elif row["status"] != "graded":
+                errors[entry.name] = f"{row['status']}: " + \
+                    one_line(row.get("reason", "") or output[-400:], 600)
+            else:
+                entry.score = f"{float(row['score']):g} / {float(row['max_score']):g}"
+                entry.withheld = withhold
+                errors[entry.name] = ""
+        return errors
+
+    def feedback(self, entry: Entry, now: float) -> str:
+        """The submission's feedback made again by the course's feedback steps (every check
+        shown), from the autograded copy: nothing is graded again (full_feedback)."""
+        code, output = self._run(["-m", "coursehub.onsubmit", "feedback", ".", entry.student,
+                                  entry.lesson], env={"PYTHONPATH": str(HUB_DIR / "lib")})
+        if code:
+            return "generating the full feedback failed: " + one_line(output[-600:])
+        entry.withheld = False
+        self.class_report()
+        return ""
+
+    def class_report(self) -> None:
+        """Write the class report again (class_report); a failure goes to the hub's log and
+        stops nothing (the grades and feedback are written already)."""
+        code, output = self._run(["-m", "coursehub.onsubmit", "report", "."],
+                                 env={"PYTHONPATH": str(HUB_DIR / "lib")})
+        if code:
+            print(f"coursehub.onsubmit: the class report was not written: "
+                  f"{one_line(output[-600:])}", flush=True)
+
+    def release(self, entry: Entry, now: float) -> str:
+        code, output = self._run(["-m", "nbgrader", "release_feedback", entry.lesson,
+                                  "--student", entry.student])
+        failed = [line for line in output.splitlines() if "Feedback not released" in line]
+        return one_line(" ".join(failed) or output[-600:], 600) if code or failed else ""
+
+
+def grading_seconds(log: Path, lesson: str) -> dict[str, float]:
+    """Each student's grading seconds in a grading command's grading.log: their notebook's
+    own, and an equal share of the set-up (what their hourly budget counts)."""
+    try:
+        text = read_small(str(log), 8 << 20)
+    except (OSError, Refused):
+        return {}
+    own = {m[1]: float(m[2]) for m in re.finditer(
+        rf"^== ({USERNAME_PATTERN.strip('^$')}) / {re.escape(lesson)}: [^\n]*?, "
+        r"([\d.]+) s \(", text, re.M)}
+    setup = re.search(r"^Set-up [^\n]* took ([\d.]+) s of", text, re.M)
+    share = float(setup[1]) / len(own) if setup and own else 0.0
+    return {student: seconds + share for student, seconds in own.items()}
+
+
+def split_results(course: Path, out: Path, lesson: str, students: list[str]) -> None:
+    """File each student's result of a grading command's `out` (grades.csv, feedback page)
+    in <course>/on-submit/<student>+<lesson>, as one grading of theirs alone leaves them;
+    nothing is read through a link, and each file is bounded."""
+    text = read_small(str(out / "grades.csv"), 1 << 20)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    for student in students:
+        if not re.match(USERNAME_PATTERN, student):
+            continue
+        folder = course / "on-submit" / f"{student}+{lesson}"
+        if folder.is_symlink():
+            folder.unlink()
+        (folder / "feedback" / student).mkdir(parents=True, exist_ok=True)
+        mine = [r for r in rows if r.get("student_id") == student and r.get("lesson") == lesson]
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(mine)
+        replace_file(folder / "grades.csv", buffer.getvalue())
+        page = out / "feedback" / student / f"{lesson}.html"
+        try:
+            replace_file(folder / "feedback" / student / f"{lesson}.html",
+                     read_small(str(page), MAX_PAGE_BYTES))
+        except FileNotFoundError:
+            pass
+
+
+def replace_file(path: Path, text: str, mode: int = 0o660, group: int | None = None) -> None:
+    """Write `path` whole, with `mode` (and `group`), through a new file that no link can
+    redirect (the course folder is the instructors' to change)."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        if group is not None:
+            os.fchown(handle.fileno(), -1, group)
+        os.fchmod(handle.fileno(), mode)
+    os.replace(temporary, path)
+
+
+def submitted_after(stamp: Path, deadline: datetime.datetime) -> bool:
+    """Whether the collected submission's timestamp.txt (the exchange's clock, written by
+    SafeCollect) is past `deadline`."""
+    submitted = datetime.datetime.strptime(read_small(str(stamp), 1024).strip(),
+                                           "%Y-%m-%d %H:%M:%S.%f %Z")
+    return submitted.replace(tzinfo=datetime.timezone.utc) > deadline
