@@ -182,8 +182,11 @@ def test_students_get_no_instructor_panels(monkeypatch):
     assert disabled == {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                         "@jupyter/nbgrader:course-list"}
     server = _load(COURSE_ROOT / "hub/jupyter/student/jupyter_server_config.py").ServerApp
+    # nbgrader's instructor endpoints are off; the course's own start-page endpoint (where a
+    # student reads how far their submission has got) is on.
     assert server.jpserver_extensions == {"nbgrader.server_extensions.formgrader": False,
-                                          "nbgrader.server_extensions.course_list": False}
+                                          "nbgrader.server_extensions.course_list": False,
+                                          "coursehub.startpage": True}
 
 
 def test_singleuser_picks_the_roles_configuration():
