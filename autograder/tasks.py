@@ -30,6 +30,8 @@ class GradingOptions:
     jobs: int = 0  # grading workers; 0: one per core
     lessons: tuple[str, ...] = ()  # lessons to grade; empty: every lesson found
     cluster: str = ""  # a Dask scheduler's address, whose workers grade the notebooks
+    cluster_tls: tuple[str, ...] = ()  # the cluster's CA, this client's certificate and key
+    insecure_cluster: bool = False  # allow tcp:// (no TLS): for a cluster no one else reaches
     threads: int = 0  # torch threads per notebook (engine fork); 0: torch's default
     lock_path: str = ""  # the gradebook's lock file, in the run's scratch folder
 
@@ -40,6 +42,7 @@ class GradingOptions:
     def from_dict(cls, data: dict) -> "GradingOptions":
         data = dict(data)
         data["lessons"] = tuple(data.get("lessons") or ())
+        data["cluster_tls"] = tuple(data.get("cluster_tls") or ())
         return cls(**data)
 
 
