@@ -73,7 +73,7 @@ test-fast: setup
 # The test files of test-fast, kept here only. A file belongs in it when none of its tests
 # runs a notebook, starts a grader or a command, or trains a model; a new one goes in by hand
 # (`--durations` in the suite's output shows when one has grown slow).
-FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,checks cluster_units docs_standalone \
+FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,checks cluster_settings cluster_units docs_standalone \
 	documented_values environment grading_units hints hook_plots jacobian_plots layout \
 	messages module_plots notebook_structure conventions intake_units patches report status tasks \
 	verdicts withhold_hidden))

@@ -224,3 +224,41 @@ def test_a_returned_notebook_must_be_the_submission_sent_at_its_own_time(monkeyp
     bad_name["feedback"] = [{"name": "../../grades.csv", "mode": 0o644, "data": ""}]
     with pytest.raises(Impossible, match="not a plain name"):
         check_item(None, task, bad_name, "d" * 64, None, None)
+
+
+class _Scheduler:
+    """A client whose scheduler lists `workers` ({address: id}) and whose workers answer
+    nothing to the proof (as a peer that claims an address would)."""
+
+    def __init__(self, workers: dict[str, str]) -> None:
+        self.workers = workers
+
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": {address: {"id": ident} for address, ident in self.workers.items()}}
+
+    def run(self, function, *args, workers=(), on_error="return"):
+        return {address: {"proof": "0" * 64, "problem": None, "has_bundle": True}
+                for address in workers}
+
+
+def test_a_worker_that_takes_a_proven_workers_address_is_not_that_worker():
+    from autograder.dispatch.cluster_admit import Admission
+
+    admission = Admission.__new__(Admission)
+    admission.client = _Scheduler({"tcp://10.0.0.5:4000": "Worker-honest"})
+    admission.key, admission.bundle, admission.spec = proof_key(b"\x01" * 32), "b", {"code": {}}
+    admission.proven, admission.seen, admission.ids, admission.dropped = set(), set(), {}, set()
+    admission._workers()
+    admission.proven = {"tcp://10.0.0.5:4000"}  # it proved itself at the start
+    admission.seen = {"tcp://10.0.0.5:4000"}
+    lines: list[str] = []
+    assert not admission.watch(lines.append) and admission.proven == {"tcp://10.0.0.5:4000"}
+    # It leaves; a peer registers at its address, and cannot prove it holds the course.
+    admission.client.workers = {"tcp://10.0.0.5:4000": "Worker-peer"}
+    assert admission.watch(lines.append)
+    assert admission.proven == set()
+    assert lines == [
+        "Worker tcp://10.0.0.5:4000 left the cluster while grading (killed, or restarted by its "
+        "nanny): what it returned is kept, the notebooks it held are graded again.",
+        "Worker tcp://10.0.0.5:4000 refused: it did not prove that it holds this course's "
+        "secret."]

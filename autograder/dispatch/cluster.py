@@ -208,7 +208,10 @@ class ClusterPool:
             self._drop(worker, f"its reply cannot be read ({err})", index)
             return
         if reply.get("refused"):
-            self.echo(f"Worker {worker} refused: {str(reply['refused'])[:300]}.")
+            from autograder.text import one_line
+
+            self.echo(f"Worker {one_line(worker, 200)} refused: "
+                      f"{one_line(reply['refused'], 300)}.")
             self.admission.forget(worker)
             self._submit(index)
             return
@@ -240,8 +243,9 @@ class ClusterPool:
     def _drop(self, worker: str, why: str, index: int) -> None:
         from autograder.text import one_line
 
-        self.echo(f"!! Worker {worker} is dropped from this run: {one_line(why, 300)}. None of "
-                  "what it returned was recorded; its notebooks are graded by other workers.")
+        self.echo(f"!! Worker {one_line(worker, 200)} is dropped from this run: "
+                  f"{one_line(why, 300)}. None of what it returned was recorded; its notebooks "
+                  "are graded by other workers.")
         self.admission.drop(worker)
         self._submit(index)
         self._redispatch()

@@ -16,6 +16,7 @@ from autograder.dispatch.cluster_proof import proof_key, proven
 from autograder.dispatch.cluster_worker import (SHARED_OPTIONS, ClusterError, warm_worker,
                                                 worker_hello, worker_install)
 from autograder.tasks import GradingOptions
+from autograder.text import one_line
 
 CONNECT_SECONDS = 10
 WARM_SECONDS = 900  # a worker's check and warm-up (imports, the runner host, nbgrader)
@@ -101,10 +102,21 @@ class Admission:
             json.dumps(self.spec, sort_keys=True).encode()).hexdigest()[:16]
         self.proven: set[str] = set()
         self.seen: set[str] = set()  # asked once; a worker that refused is not asked again
+        self.ids: dict[str, object] = {}  # the id each address joined with
         self.dropped: set[str] = set()
 
     def _workers(self) -> set[str]:
-        return set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        """The scheduler's workers now. A worker is known by its address and the id it joined
+        with: one that joins at the address of a worker that left (a restart on a fixed port,
+        or a peer that claims it) is another worker, asked to prove itself again."""
+        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        for address, info in workers.items():
+            ident = info.get("id") if isinstance(info, dict) else None
+            if self.ids.setdefault(address, ident) != ident:
+                self.ids[address] = ident
+                self.proven.discard(address)
+                self.seen.discard(address)
+        return set(workers)
 
     def admit(self, addresses: set[str]) -> dict[str, str]:
         """Ask `addresses` to prove they hold the course; send the bundle to those that did and
@@ -121,10 +133,10 @@ class Admission:
             if not isinstance(reply, dict) or not proven(self.key, nonce, address,
                                                          reply.get("proof")):
                 refused[address] = "it did not prove that it holds this course's secret" + (
-                    f" ({str(reply.get('problem'))[:300]})" if isinstance(reply, dict)
+                    f" ({one_line(reply.get('problem'), 300)})" if isinstance(reply, dict)
                     and isinstance(reply.get("problem"), str) else "")
             elif reply.get("problem"):
-                refused[address] = str(reply["problem"])[:500]
+                refused[address] = one_line(reply["problem"], 500)
             else:
                 self.proven.add(address)
                 if reply.get("has_bundle") is not True:
@@ -134,7 +146,7 @@ class Admission:
             for address in send:
                 if answers.get(address) is not None:
                     self.proven.discard(address)
-                    refused[address] = str(answers.get(address))[:500]
+                    refused[address] = one_line(answers.get(address), 500)
         return refused
 
     def _run(self, function, addresses: set[str], *args) -> dict:
@@ -181,7 +193,7 @@ class Admission:
             if why:
                 self.proven.discard(address)
                 refused[address] = why
-        lines = [f"Worker {a} refused: {why}." for a, why in sorted(refused.items())]
+        lines = [f"Worker {one_line(a, 200)} refused: {why}." for a, why in sorted(refused.items())]
         if not self.proven:
             raise ClusterError(f"no worker of the cluster at {self.address} can grade this "
                                "course; nothing was written.\n  " + "\n  ".join(lines))
@@ -194,18 +206,18 @@ class Admission:
         """Between replies: say which proven workers left (killed, or restarted by a nanny,
         which gives them a new address), and admit the workers that joined; whether the
         proven set changed."""
-        now = self._workers()
         before = set(self.proven)
-        for address in sorted(self.proven - now):
+        now = self._workers()  # forgets an address another worker now holds
+        for address in sorted(before - (self.proven & now)):
             self.proven.discard(address)
             if echo:
-                echo(f"Worker {address} left the cluster while grading (killed, or restarted "
-                     "by its nanny): what it returned is kept, the notebooks it held are "
-                     "graded again.")
+                echo(f"Worker {one_line(address, 200)} left the cluster while grading "
+                     "(killed, or restarted by its nanny): what it returned is kept, the "
+                     "notebooks it held are graded again.")
         refused = self.admit(now - self.seen)
         for address, why in sorted(refused.items()):
             if echo:
-                echo(f"Worker {address} refused: {why}.")
+                echo(f"Worker {one_line(address, 200)} refused: {why}.")
         return self.proven != before
 
     def drop(self, address: str) -> None:
@@ -232,4 +244,4 @@ def _refusal(future) -> str | None:
         return f"its answer cannot be read ({err})"
     if not isinstance(reply, dict) or set(reply) != {"refused"}:
         return "its answer is not {refused}"
-    return None if reply["refused"] is None else str(reply["refused"])[:500]
+    return None if reply["refused"] is None else one_line(reply["refused"], 500)
