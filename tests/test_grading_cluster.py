@@ -63,6 +63,41 @@ def grade_command(submissions: Path, out: Path, root: Path, *extra: str) -> list
             "--course-root", str(root), "--timeout", "4", "--memory-limit", "1G", *extra]
 
 
+def start_grading(course: dict, out: Path, cluster: Cluster) -> subprocess.Popen:
+    return subprocess.Popen(grade_command(course["submissions"], out, course["root"],
+                                          *cluster.grade_args()),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, CI="true"))
+
+
+def wait_while_grading(grading: subprocess.Popen, ready, seconds: int = 400) -> None:
+    """Wait for `ready()`; the command is stopped if it ends first or the wait fails."""
+    deadline = time.monotonic() + seconds
+    try:
+        while not ready() and time.monotonic() < deadline:
+            assert grading.poll() is None, grading.stdout.read()
+            time.sleep(0.05)
+        assert ready(), f"not ready after {seconds} s"
+    except BaseException:
+        grading.kill()
+        raise
+
+
+def release(grading: subprocess.Popen, hold: Path, timeout: int) -> str:
+    """Let the held notebooks go on; the command's output once it ends."""
+    (hold / "go").touch()
+    return finish(grading, timeout)
+
+
+def kill_the_first_to_start(grading: subprocess.Popen, hold: Path) -> tuple[Path, int]:
+    """SIGKILL the worker process whose notebook started first (it waits in `hold`)."""
+    wait_while_grading(grading, lambda: list(hold.glob("started-*")))
+    first = sorted(hold.glob("started-*"))[0]
+    pid = int(first.read_text())
+    os.kill(pid, signal.SIGKILL)
+    return first, pid
+
+
 def finish(grading: subprocess.Popen, timeout: int) -> str:
     """The command's output once it ends; a failure with its output if it waits past
     `timeout` seconds (the state the issue saw: waiting for ever)."""
@@ -170,24 +205,12 @@ def test_a_worker_killed_mid_run_loses_nothing(course, cluster):
     generated = course["root"] / "notebooks" / "generated-again.txt"
     generated.write_text("Generate ran again\n")
     out = course["base"] / "killed"
-    grading = subprocess.Popen(grade_command(course["submissions"], out, course["root"],
-                                             *cluster.grade_args()),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, env=dict(os.environ, CI="true"))
+    grading = start_grading(course, out, cluster)
     try:
-        deadline = time.monotonic() + 300
-        while not list(cluster.hold.glob("started-*")) and time.monotonic() < deadline:
-            assert grading.poll() is None, grading.stdout.read()
-            time.sleep(0.05)
-        first = sorted(cluster.hold.glob("started-*"))[0]
-        pid = int(first.read_text())
-        os.kill(pid, signal.SIGKILL)  # the worker process, while its notebook waits
-        go.touch()
-        output = finish(grading, 600)
+        first, pid = kill_the_first_to_start(grading, cluster.hold)
+        output = release(grading, cluster.hold, 600)
     finally:
         generated.unlink()
-        if grading.poll() is None:
-            grading.kill()
     assert grading.returncode == 0, output
     assert rows(out) == course["local"], output
     assert _grades(course["root"]) == course["local_gradebook"]
@@ -209,23 +232,9 @@ def test_the_only_worker_restarted_by_its_nanny_is_not_waited_for_for_ever(cours
     try:
         cluster.worker("only", **course_env(course, "only", **{HOLD_ENV: str(hold)}))
         cluster.wait_for_workers(1)
-        grading = subprocess.Popen(grade_command(course["submissions"], out, course["root"],
-                                                 *cluster.grade_args()),
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, env=dict(os.environ, CI="true"))
-        try:
-            deadline = time.monotonic() + 300
-            while not list(hold.glob("started-*")) and time.monotonic() < deadline:
-                assert grading.poll() is None, grading.stdout.read()
-                time.sleep(0.05)
-            first = sorted(hold.glob("started-*"))[0]
-            pid = int(first.read_text())
-            os.kill(pid, signal.SIGKILL)  # its nanny starts it again, at another address
-            (hold / "go").touch()
-            output = finish(grading, 480)
-        finally:
-            if grading.poll() is None:
-                grading.kill()
+        grading = start_grading(course, out, cluster)
+        _, pid = kill_the_first_to_start(grading, hold)  # its nanny starts it again
+        output = release(grading, hold, 480)
     finally:
         cluster.stop()
     assert grading.returncode == 0, output
@@ -441,21 +450,9 @@ def test_a_worker_that_returns_impossible_grades_is_dropped_loudly(course, tls, 
         cluster.worker("liar", "--preload", str(tmp_path / "liar.py"),
                        **course_env(course, "liar", LIAR_MARK=str(lied)))
         cluster.wait_for_workers(2)
-        grading = subprocess.Popen(grade_command(course["submissions"], out, course["root"],
-                                                 *cluster.grade_args()),
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, env=dict(os.environ, CI="true"))
-        try:
-            deadline = time.monotonic() + 400
-            while not lied.exists() and time.monotonic() < deadline:
-                assert grading.poll() is None, grading.stdout.read()
-                time.sleep(0.1)
-            assert lied.exists(), "the liar was given no chunk"
-            (hold / "go").touch()  # the honest worker held its first notebook until now
-            output = finish(grading, 480)
-        finally:
-            if grading.poll() is None:
-                grading.kill()
+        grading = start_grading(course, out, cluster)
+        wait_while_grading(grading, lied.exists)  # the liar graded a chunk, and lied
+        output = release(grading, hold, 480)  # the honest worker held its first notebook
     finally:
         cluster.stop()
     assert grading.returncode == 0, output
