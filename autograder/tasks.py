@@ -1,9 +1,10 @@
 """What one grading run passes around: its options, each notebook's task, each row's result.
 
 All three are plain data: options and tasks travel to the grading workers (the local pool's
-as JSON and dicts, a cluster's as dicts pickled by Dask, between the grader's own trusted
-processes), and results come back as dicts of plain values, made by the grader's code from
-what a sandbox reported as size-capped JSON. Nothing a sandbox sent is ever unpickled.
+as JSON and dicts, a cluster's as dicts that Dask pickles on the way to the workers), and
+results come back as dicts of plain values (from a cluster, the bytes of JSON, checked before
+they are recorded), made by the grader's code from what a sandbox reported as size-capped
+JSON. Nothing a sandbox or a cluster's worker sent is ever unpickled.
 """
 
 from __future__ import annotations
