@@ -365,7 +365,10 @@ def worker_report(*args):
     return {"ready": True, "problem": None}
 
 
-class GraderPlugin:
+from distributed.diagnostics.plugin import WorkerPlugin
+
+
+class GraderPlugin(WorkerPlugin):
     name = "autograder-rogue"
 
     def __init__(self, spec):
