@@ -73,7 +73,7 @@ test-fast: setup
 # The test files of test-fast, kept here only. A file belongs in it when none of its tests
 # runs a notebook, starts a grader or a command, or trains a model; a new one goes in by hand
 # (`--durations` in the suite's output shows when one has grown slow).
-FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,checks cluster_units docs_standalone \
+FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,checks cluster_settings cluster_units docs_standalone \
 	documented_values environment grading_units hints hook_plots jacobian_plots layout \
 	messages module_plots notebook_structure conventions intake_units patches report status tasks \
 	verdicts withhold_hidden))
@@ -107,10 +107,10 @@ outputs: setup
 .PHONY: grade demo
 DEMO_TIMEOUT ?= 20
 
-## grade: grade a class: make grade SUBMISSIONS=<folder or .zip> [OUT=grading] [JOBS=N] [LESSONS="01_... 02_..."] [CLUSTER=tcp://HOST:8786] (see docs/GRADING.md, docs/SCALE.md)
+## grade: grade a class: make grade SUBMISSIONS=<folder or .zip> [OUT=grading] [JOBS=N] [LESSONS="01_... 02_..."] [CLUSTER=tls://HOST:8786 CLUSTER_TLS="ca.pem client.pem client.key"] (see docs/GRADING.md, docs/SCALE.md)
 grade: setup
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder or .zip> [OUT=grading]" >&2; exit 2; }
-	$(BIN)/python -m autograder grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(JOBS),--jobs $(JOBS)) $(if $(LESSONS),--lessons $(LESSONS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(GRADE_ARGS)
+	$(BIN)/python -m autograder grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(JOBS),--jobs $(JOBS)) $(if $(LESSONS),--lessons $(LESSONS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(if $(CLUSTER_TLS),--cluster-tls $(CLUSTER_TLS)) $(GRADE_ARGS)
 
 ## demo: build a small course of its own in demo/ (its own gradebook) and grade a synthetic class there; see demo/out/report.html, and `make formgrader COURSE=demo/course`
 demo: setup

@@ -62,7 +62,13 @@ def _add_grading_options(parser: argparse.ArgumentParser) -> None:
                         help="seconds a whole notebook may run (default: 600)")
     parser.add_argument("--cluster", metavar="ADDRESS", default=None,
                         help="grade on the workers of a running Dask scheduler, e.g. "
-                             "tcp://HOST:8786 (see docs/SCALE.md)")
+                             "tls://HOST:8786 (see docs/SCALE.md)")
+    parser.add_argument("--cluster-tls", nargs=3, metavar=("CA", "CERT", "KEY"), default=(),
+                        help="the cluster's CA certificate, and this client's certificate "
+                             "and key (mutual TLS, required for a tls:// scheduler)")
+    parser.add_argument("--insecure-cluster", action="store_true",
+                        help="allow a tcp:// scheduler (no TLS): anyone who reaches it can "
+                             "attach a worker; only for a cluster no one else can reach")
     parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
                         help="run student code unconfined, as plain nbgrader does: UNSAFE, "
                              "only for submissions you trust (see docs/GRADING.md)")
@@ -206,7 +212,9 @@ def _grade(args: argparse.Namespace) -> int:
                              share_prologue=args.share_prologue, sandbox=args.sandbox,
                              withhold_hidden=getattr(args, "withhold_hidden", False),
                              jobs=args.jobs or 0, lessons=tuple(args.lessons or ()),
-                             cluster=args.cluster or "")
+                             cluster=args.cluster or "",
+                             cluster_tls=tuple(args.cluster_tls or ()),
+                             insecure_cluster=args.insecure_cluster)
     try:
         report = grade_class(submissions, options, intake=intake, progress=args.progress)
     except (FileNotFoundError, ValueError) as err:

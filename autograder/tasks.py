@@ -1,9 +1,10 @@
 """What one grading run passes around: its options, each notebook's task, each row's result.
 
 All three are plain data: options and tasks travel to the grading workers (the local pool's
-as JSON and dicts, a cluster's as dicts pickled by Dask, between the grader's own trusted
-processes), and results come back as dicts of plain values, made by the grader's code from
-what a sandbox reported as size-capped JSON. Nothing a sandbox sent is ever unpickled.
+as JSON and dicts, a cluster's as dicts that Dask pickles on the way to the workers), and
+results come back as dicts of plain values (from a cluster, the bytes of JSON, checked before
+they are recorded), made by the grader's code from what a sandbox reported as size-capped
+JSON. Nothing a sandbox or a cluster's worker sent is ever unpickled.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class GradingOptions:
     jobs: int = 0  # grading workers; 0: one per core
     lessons: tuple[str, ...] = ()  # lessons to grade; empty: every lesson found
     cluster: str = ""  # a Dask scheduler's address, whose workers grade the notebooks
+    cluster_tls: tuple[str, ...] = ()  # the cluster's CA, this client's certificate and key
+    insecure_cluster: bool = False  # allow tcp:// (no TLS): for a cluster no one else reaches
     threads: int = 0  # torch threads per notebook (engine fork); 0: torch's default
     lock_path: str = ""  # the gradebook's lock file, in the run's scratch folder
 
@@ -40,6 +43,7 @@ class GradingOptions:
     def from_dict(cls, data: dict) -> "GradingOptions":
         data = dict(data)
         data["lessons"] = tuple(data.get("lessons") or ())
+        data["cluster_tls"] = tuple(data.get("cluster_tls") or ())
         return cls(**data)
 
 

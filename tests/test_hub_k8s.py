@@ -49,6 +49,7 @@ DOCUMENTED = {
     "singleuser.storage.homeMountPath": "string",
     "singleuser.extraEnv": "object|array",
     "singleuser.startTimeout": "integer",
+    "singleuser.networkPolicy.egress": "array",
     "cull.enabled": "boolean",
     "cull.timeout": "integer",
     "cull.every": "integer",
@@ -157,7 +158,7 @@ class _Group:
 def _spawner(name: str, groups: list[str]):
     return types.SimpleNamespace(
         user=types.SimpleNamespace(name=name, groups=[_Group(g) for g in groups]),
-        environment={}, volumes=[], volume_mounts=[], notebook_dir=None,
+        environment={}, volumes=[], volume_mounts=[], notebook_dir=None, extra_labels={},
         cpu_guarantee=None, cpu_limit=None, mem_guarantee=None, mem_limit=None)
 
 
@@ -204,8 +205,11 @@ def test_extra_config_gives_each_role_its_volumes():
     hook(teacher)
     assert teacher.environment["COURSE_ROLE"] == "instructor"
     assert teacher.environment["COURSE_ROOT"] == teacher.notebook_dir == "/srv/course"
-    assert {m["mountPath"] for m in teacher.volume_mounts} == {base, "/srv/course"}
-    assert not any("subPath" in m for m in teacher.volume_mounts)
+    assert {m["mountPath"] for m in teacher.volume_mounts} == {
+        base, "/srv/course", "/srv/course/.autograder/secret", "/etc/grading-tls"}
+    assert [m["subPath"] for m in teacher.volume_mounts if "subPath" in m] == ["secret"]
+    assert student.extra_labels == {"autograd-hooks/role": "student"}
+    assert teacher.extra_labels == {"autograd-hooks/role": "instructor"}
     assert teacher.cpu_limit > values()["singleuser"]["cpu"]["limit"]
 
 
@@ -308,3 +312,60 @@ def test_dockerfile_steps_run_as_a_script(tmp_path):
                 if "venv" not in p.parts]
     exchange = Path(env["COURSE_EXCHANGE"])
     assert exchange.is_dir() and oct(exchange.stat().st_mode & 0o7777) == oct(0o1777)
+
+
+# --- hub/grading-cluster.yaml: the grading cluster of the class on Kubernetes ------------------
+
+GRADING = HUB / "grading-cluster.yaml"
+
+
+def _grading() -> dict[str, dict]:
+    return {f"{doc['kind']}/{doc['metadata']['name']}": doc
+            for doc in yaml.safe_load_all(GRADING.read_text())}
+
+
+def test_the_grading_cluster_speaks_only_tls_and_reads_its_secrets_as_the_image_user():
+    docs = _grading()
+    cluster = docs["DaskCluster/grading"]["spec"]
+    image_uid = int(re.search(r"ARG NB_UID=(\d+)", DOCKERFILE.read_text()).group(1))
+    for role in ("worker", "scheduler"):
+        pod = cluster[role]["spec"]
+        args = pod["containers"][0]["args"]
+        assert args[args.index("--protocol") + 1] == "tls"
+        assert {"--tls-ca-file", "--tls-cert", "--tls-key"} <= set(args)
+        assert not any(str(a).startswith("tcp://") for a in args)
+        # Secret files are root's, with the pod's fsGroup: the image's user reads them by
+        # group (0400 would refuse uid 1000, as the refusal used to say "secret differs").
+        context = pod["securityContext"]
+        assert context["runAsUser"] == image_uid and context["fsGroup"] == context["runAsGroup"]
+        for volume in pod["volumes"]:
+            assert volume["secret"]["defaultMode"] & 0o040, volume
+            assert not volume["secret"]["defaultMode"] & 0o007, volume
+    worker = cluster["worker"]["spec"]["containers"][0]
+    assert worker["image"].endswith("autograd-hooks-singleuser:2026.11")  # the class's image
+    secret_dir = next(m["mountPath"] for m in worker["volumeMounts"]
+                      if m["name"] == "course-secret")
+    assert {"name": "AUTOGRADER_SECRET_FILE", "value": f"{secret_dir}/secret"} in worker["env"]
+    assert cluster["scheduler"]["service"]["type"] == "ClusterIP"
+
+
+def test_only_the_instructors_pods_reach_the_grading_scheduler():
+    docs = _grading()
+    scheduler = docs["NetworkPolicy/grading-scheduler"]["spec"]
+    sources = scheduler["ingress"][0]["from"]
+    outside = [s for s in sources if "namespaceSelector" in s]
+    assert outside == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "autograd-hooks"}},
+        "podSelector": {"matchLabels": {"autograd-hooks/role": "instructor"}}}]
+    workers = docs["NetworkPolicy/grading-workers"]["spec"]
+    assert all("namespaceSelector" not in s for s in workers["ingress"][0]["from"])
+    # The hub's pods may leave for the scheduler (the chart's policy blocks it otherwise).
+    egress = values()["singleuser"]["networkPolicy"]["egress"]
+    assert egress[0]["ports"] == [{"protocol": "TCP", "port": 8786}]
+    # The label the policy admits is the one the hub gives instructors' pods.
+    hook = _pre_spawn_hook()
+    teacher = _spawner("grace", ["instructors"])
+    hook(teacher)
+    assert teacher.extra_labels["autograd-hooks/role"] == "instructor"
+    assert teacher.environment["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"] == \
+        "/etc/grading-tls/client.key"

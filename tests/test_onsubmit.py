@@ -238,12 +238,12 @@ def test_the_start_page_shows_the_student_their_submissions(tmp_path):
 def test_the_class_file_reads_feedback_on_submit(tmp_path):
     path = tmp_path / "class.toml"
     path.write_text('[accounts]\nadmins = ["a"]\n[feedback]\nfeedback_on_submit = true\n'
-                    'per_hour = 3\nhidden_before_deadline = true\ncluster = "tcp://h:8786"\n'
+                    'per_hour = 3\nhidden_before_deadline = true\ncluster = "tls://10.9.8.7:86"\n'
                     f'[feedback.deadlines]\n{L1} = 2027-02-01T13:00:00+01:00\n'
                     f'{L2} = "2027-02-08T12:00:00Z"\n')
     on_submit = class_settings.load(path).on_submit
     assert on_submit.enabled and on_submit.per_hour == 3 and on_submit.per_lesson == 10
-    assert on_submit.hidden_before_deadline and on_submit.cluster == "tcp://h:8786"
+    assert on_submit.hidden_before_deadline and on_submit.cluster == "tls://10.9.8.7:86"
     assert on_submit.deadline(L1) == datetime.datetime(2027, 2, 1, 12, 0,
                                                        tzinfo=datetime.timezone.utc)
     assert on_submit.deadline(L2).day == 8 and on_submit.deadline("03_tensor_hooks") is None

@@ -1,49 +1,53 @@
 """Grading a class on a Dask cluster: `python -m autograder grade SUBMISSIONS --cluster ADDRESS`.
 
-The command connects to a running Dask scheduler and registers `GraderPlugin`
-(`autograder.dispatch.cluster_worker`) with it, which checks and warms each worker. The
-notebooks go out lesson by lesson in chunks (`grade_chunk`); what a worker returns is plain
-data as JSON. Only the command's process writes the course's gradebook, autograded/,
-feedback/, OUT/ and the report. A chunk whose worker died is graded again elsewhere by Dask;
-nothing of it was written.
+The command connects to the scheduler over TLS with mutual certificates (`tcp://` only with
+--insecure-cluster), and trusts no worker for being there: each must prove it holds the course
+secret (`cluster_proof`), and only those that did are sent the course (a bundle, once) and the
+chunks, pinned to them by address. What a worker returns is the bytes of JSON, bounded before
+it is parsed (`cluster_guard`: nothing from the cluster is unpickled here) and checked for
+what a grade can be (`cluster_checks`); a worker that returns something impossible is dropped
+with one loud line. Only the command writes the gradebook, autograded/, feedback/ and OUT/.
+A chunk whose worker died or left is sent again to the workers still proven; a worker that
+(re)joins is asked to prove itself; no state waits without bound.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
+import itertools
 import math
-import time
-import warnings
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from autograder.dispatch.cluster_worker import (RESOURCE_PREFIX, SHARED_OPTIONS, ClusterError,
-                                                GraderPlugin, course_digest, grade_chunk,
-                                                remove_tree, worker_report)
+from autograder.dispatch.cluster_admit import Admission, connect_client
+from autograder.dispatch.cluster_checks import Impossible, check_item, write_item
+from autograder.dispatch.cluster_guard import BadReply, read_reply
+from autograder.dispatch.cluster_worker import ClusterError, grade_chunk
 from autograder.dispatch.grade_task import record_failure
 from autograder.tasks import GradingOptions, Result, Task
 
-CONNECT_SECONDS = 10
-STALL_SECONDS = 600  # no worker able to grade for this long: the rest is reported, not graded
+STALL_SECONDS = 600  # no proven worker for this long: the rest is reported, not graded
+TRIES = 3  # a chunk is sent this many times at most (its workers died or left)
+POLL_SECONDS = 5
+RESULT_SECONDS = 120  # fetching a finished chunk's reply from its worker
 
 
 class ClusterPool:
     """The command's end of the cluster: the calls of `autograder.dispatch.pool.WorkerPool` (run,
-    kill, close), with the notebooks graded on the cluster's workers."""
+    kill, close), with the notebooks graded on the cluster's proven workers."""
 
-    def __init__(self, client, address: str, spec: dict, accepted: list[str]) -> None:
-        self.client, self.address, self.spec = client, address, spec
-        self.accepted = accepted
+    def __init__(self, admission: Admission, echo=print) -> None:
+        self.admission, self.client, self.echo = admission, admission.client, echo
         self.options: GradingOptions | None = None
         self.config = None
-        self.futures: list = []
+        self.futures: dict = {}
+        self._keys = itertools.count()
 
     @property
-    def resource(self) -> str:
-        return RESOURCE_PREFIX + self.spec["key"]
+    def accepted(self) -> set[str]:
+        return self.admission.proven
 
     def bind(self, options: GradingOptions) -> "ClusterPool":
         from autograder.trusted.autograde import grading_config
@@ -66,93 +70,214 @@ class ClusterPool:
             out += [group[i:i + size] for i in range(0, len(group), size)]
         return out
 
+    # ----------------------------------------------------------------------------------------
     def run(self, tasks: Iterable[Task], on_result: Callable[[Result], None]) -> None:
         """Grade `tasks`; report each Result as it comes, after writing what its worker
-        returned."""
+        returned (checked). Every chunk ends graded or reported within a bound."""
+        import time
+
         from distributed import wait
 
         tasks = list(tasks)
         if not tasks:
             return
         duedates = _duedates(self.config, {t.lesson for t in tasks})
-        chunks = self.chunks(tasks)
-        payloads = [[_payload(task, chunk, duedates) for task in chunk] for chunk in chunks]
-        self.futures = [self.client.submit(grade_chunk, self.spec, payload, pure=False,
-                                           resources={self.resource: 1},
-                                           priority=len(payloads) - index)
-                        for index, payload in enumerate(payloads)]
-        chunk_of = {future.key: chunk for future, chunk in zip(self.futures, chunks)}
-        pending, done_rows, idle_since = set(self.futures), set(), None
-        while pending:
+        self.chunk_list = self.chunks(tasks)
+        self.payloads = [[_payload(task, chunk, duedates) for task in chunk]
+                         for chunk in self.chunk_list]
+        self.tries = [0] * len(self.chunk_list)
+        self.done_rows: set = set()
+        self.on_result = on_result
+        self.waiting: set[int] = set()  # chunks held back: no proven worker to send them to
+        self.since: dict[str, tuple[str, float]] = {}  # a chunk's state at the scheduler, since
+        for index in range(len(self.chunk_list)):
+            self._submit(index)
+        alone_since = None
+        while self.futures or self.waiting:
             try:
-                finished, pending = wait(pending, timeout=5, return_when="FIRST_COMPLETED")
-            except TimeoutError:  # nothing came back in 5 s: are there still workers?
+                finished, _ = wait(list(self.futures), timeout=POLL_SECONDS,
+                                   return_when="FIRST_COMPLETED")
+            except TimeoutError:
                 finished = set()
             for future in finished:
-                self._deliver(future, chunk_of[future.key], done_rows, on_result)
-            if finished or self._has_workers():
-                idle_since = None
+                index = self.futures.pop(future, None)
+                if index is not None:
+                    self._collect(future, index)
+            if self.admission.watch(self.echo):  # workers left, joined or were dropped
+                self._redispatch()
+            self._audit(time.monotonic())
+            if self.admission.proven:
+                alone_since = None
                 continue
-            idle_since = idle_since or time.monotonic()
-            if time.monotonic() - idle_since > STALL_SECONDS:
-                for future in pending:
+            alone_since = alone_since or time.monotonic()
+            if time.monotonic() - alone_since > STALL_SECONDS:
+                for future, index in list(self.futures.items()):
                     future.cancel()
-                    self._fail(chunk_of[future.key], "no worker of the cluster could grade "
-                               f"it for {STALL_SECONDS // 60} minutes", done_rows, on_result)
-                pending = set()
+                    self.waiting.add(index)
+                self.futures = {}
+                for index in sorted(self.waiting):
+                    self._fail(self.chunk_list[index], "no worker of the cluster could grade "
+                               f"it for {STALL_SECONDS // 60} minutes")
+                self.waiting = set()
 
-    def _has_workers(self) -> bool:
-        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
-        return any(info.get("resources", {}).get(self.resource) for info in workers.values())
-
-    def _deliver(self, future, chunk: list[Task], done_rows: set,
-                 on_result: Callable[[Result], None]) -> None:
-        try:
-            items = json.loads(future.result())
-        except Exception as err:  # noqa: BLE001 (KilledWorker, a refusal, a cancelled task)
-            self._fail(chunk, f"{type(err).__name__}: {err}", done_rows, on_result)
+    def _submit(self, index: int) -> None:
+        workers = sorted(self.admission.proven)
+        if not workers:  # never unpinned: held until a worker proves itself, or reported
+            self.waiting.add(index)
             return
-        expected = {(t.student, t.lesson): t for t in chunk}
-        for item in items:
-            result = Result.from_dict(item.get("result"))
-            key = (result.student_id, result.lesson) if result else None
-            if key not in expected or key in done_rows:
+        self.waiting.discard(index)
+        self.tries[index] += 1
+        future = self.client.submit(grade_chunk, self.admission.spec, self.payloads[index],
+                                    key=f"grade-chunk-{os.getpid()}-{next(self._keys)}",
+                                    workers=workers, allow_other_workers=False,
+                                    priority=len(self.chunk_list) - index)
+        self.futures[future] = index
+
+    def _redispatch(self) -> None:
+        """Send again each chunk that no proven worker is grading now (its worker left or was
+        dropped, or new workers can share the rest)."""
+        live = self.admission.proven
+        processing = {key for address, keys in self.client.processing().items()
+                      if address in live for key in keys}
+        for future, index in list(self.futures.items()):
+            if future.key not in processing and future.status == "pending":
+                del self.futures[future]
+                future.cancel()
+                self.tries[index] -= 1  # not a failed try: sent to the workers there are now
+                self._submit(index)
+        for index in sorted(self.waiting):
+            self._submit(index)
+
+    def _audit(self, now: float) -> None:
+        """Bound the wait on every state: a chunk the scheduler lost, or holds where no proven
+        worker can take it, is sent again; one that runs past what its notebooks' limits allow
+        is sent again elsewhere; each counts as a try."""
+        if not self.futures:
+            return
+        keys = [future.key for future in self.futures]
+        try:
+            states = self.client.sync(self.client.scheduler.get_task_status, keys=keys)
+        except (OSError, TimeoutError):
+            return
+        for future, index in list(self.futures.items()):
+            state = states.get(future.key) if isinstance(states, dict) else None
+            seen, since = self.since.get(future.key, (state, now))
+            if seen != state:
+                seen, since = state, now
+            self.since[future.key] = (seen, since)
+            stuck = state in (None, "no-worker", "released", "forgotten") and \
+                now - since >= 2 * POLL_SECONDS
+            overdue = state == "processing" and now - since > self._bound(index)
+            if stuck or overdue:
+                del self.futures[future]
+                future.cancel()
+                if self.tries[index] >= TRIES:
+                    self._fail(self.chunk_list[index], f"it was sent {TRIES} times and never "
+                               "came back")
+                else:
+                    self._submit(index)
+
+    def _bound(self, index: int) -> float:
+        """The longest a worker may take over a chunk: each notebook's whole-notebook limit
+        and a margin, plus the worker's warm-up."""
+        per_notebook = (self.options.notebook_timeout if self.options else 600) + 120
+        return len(self.chunk_list[index]) * per_notebook + 600
+
+    def _collect(self, future, index: int) -> None:
+        chunk = self.chunk_list[index]
+        if future.status != "finished":  # its worker died (KilledWorker) or it was cancelled
+            if self.tries[index] < TRIES:
+                self._submit(index)
+            else:
+                self._fail(chunk, f"its workers died {self.tries[index]} times while grading it")
+            return
+        holders = self.client.who_has([future]).get(future.key) or ()
+        worker = holders[0] if holders else "(unknown)"
+        try:
+            data = future.result(timeout=RESULT_SECONDS)
+        except TimeoutError:  # its worker went with the result: grade it again
+            self._submit(index)
+            return
+        except Exception as err:  # noqa: BLE001 (what Dask could not load: not msgpack)
+            data = err
+        try:
+            reply = read_reply(data)
+            if not isinstance(reply, dict) or not set(reply) <= {"items", "refused"}:
+                raise BadReply("it is not {items} or {refused}")
+        except BadReply as err:
+            self._drop(worker, f"its reply cannot be read ({err})", index)
+            return
+        if reply.get("refused"):
+            from autograder.text import one_line
+
+            self.echo(f"Worker {one_line(worker, 200)} refused: "
+                      f"{one_line(reply['refused'], 300)}.")
+            self.admission.forget(worker)
+            self._submit(index)
+            return
+        items = reply.get("items")
+        try:
+            if not isinstance(items, list) or len(items) != len(chunk):
+                raise Impossible("it returned another number of notebooks than it was sent")
+            payloads = self.payloads[index]
+            checked = [check_item(self.config, task, item, _sent_digest(payload),
+                                  payload["timestamp_text"], payload["duedate"])
+                       for task, item, payload in zip(chunk, items, payloads)]
+        except Impossible as err:
+            self._drop(worker, f"it returned an impossible grade: {err}", index)
+            return
+        for task, item, payload in zip(chunk, checked, self.payloads[index]):
+            key = (task.student, task.lesson)
+            if key in self.done_rows:
                 continue
             try:
-                _write_item(self.config, self.options, result, item)
+                result = write_item(self.config, self.options, task, item,
+                                    payload["timestamp_text"])
             except Exception as err:  # noqa: BLE001 (this notebook only)
-                self._fail([expected[key]], f"what its worker returned could not be recorded "
-                           f"({type(err).__name__}: {err})", done_rows, on_result)
+                self._fail([task], f"what its worker returned could not be recorded "
+                           f"({type(err).__name__}: {err})")
                 continue
-            done_rows.add(key)
-            on_result(result)
-        self._fail([t for k, t in expected.items() if k not in done_rows],
-                   "its worker returned no result for it", done_rows, on_result)
+            self.done_rows.add(key)
+            self.on_result(result)
 
-    def _fail(self, chunk: list[Task], why: str, done_rows: set,
-              on_result: Callable[[Result], None]) -> None:
+    def _drop(self, worker: str, why: str, index: int) -> None:
+        from autograder.text import one_line
+
+        self.echo(f"!! Worker {one_line(worker, 200)} is dropped from this run: "
+                  f"{one_line(why, 300)}. None of what it returned was recorded; its notebooks "
+                  "are graded by other workers.")
+        self.admission.drop(worker)
+        self._submit(index)
+        self._redispatch()
+
+    def _fail(self, chunk: list[Task], why: str) -> None:
         from autograder.text import one_line
 
         for task in chunk:
             key = (task.student, task.lesson)
-            if key in done_rows:
+            if key in self.done_rows:
                 continue
-            done_rows.add(key)
+            self.done_rows.add(key)
             result = Result.failed(task, "The notebook could not be graded on the grading "
                                    "cluster. Your instructor can review it.",
                                    log=f"ERROR on the cluster: {one_line(why, 2000)}")
             record_failure(self.options, result)
-            on_result(result)
+            self.on_result(result)
 
     def kill(self) -> None:
         if self.futures and self.client.status == "running":
-            self.client.cancel(self.futures)
-        self.futures = []
+            self.client.cancel(list(self.futures))
+        self.futures = {}
 
     def close(self) -> None:
         self.kill()
-        if self.client.status != "closed":
-            self.client.close()
+        self.admission.close()
+
+
+def _sent_digest(payload: dict) -> str:
+    from autograder.trusted.seeds import submission_digest
+
+    return submission_digest(base64.b64decode(payload["notebook"]))
 
 
 def _duedates(config, lessons: set[str]) -> dict:
@@ -175,101 +300,19 @@ def _payload(task: Task, chunk: list[Task], duedates: dict) -> dict:
             "duedate": duedates.get(task.lesson)}
 
 
-def _write_item(config, options: GradingOptions, result: Result, item: dict) -> None:
-    """Record one notebook a worker graded: its gradebook rows, then its files."""
-    from autograder.trusted.autograde import scores
-    from autograder.nbgrader_glue.inproc import coursedir
-
-    student, lesson = result.student_id, result.lesson
-    _import_record(config, student, lesson, item.get("record"))
-    result.score, result.max_score = scores(config, student, lesson)
-    course = coursedir(config)
-    for step, files in (("autograded", item.get("autograded")),
-                        ("feedback", item.get("feedback"))):
-        folder = Path(course.format_path(getattr(course, f"{step}_directory"), student, lesson))
-        _write_files(folder, files or [])
-    page = Path(options.out) / "feedback" / student / f"{lesson}.html"
-    if item.get("page") is not None:
-        page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_bytes(base64.b64decode(item["page"]))
-
-
-def _write_files(folder: Path, files: list[dict]) -> None:
-    if folder.exists():
-        remove_tree(folder)
-    folder.mkdir(parents=True)
-    for entry in files:
-        name = entry["name"]
-        if not isinstance(name, str) or "/" in name or name.startswith(".") or not name:
-            raise ValueError(f"a returned file name is not a plain name: {name!r}")
-        path = folder / name
-        path.write_bytes(base64.b64decode(entry["data"]))
-        path.chmod(int(entry["mode"]) & 0o777)
-
-
-def _import_record(config, student: str, lesson: str, record: dict | None) -> None:
-    """Write a worker's gradebook rows for a submission into the course's gradebook."""
-    from autograder.nbgrader_glue.gradebook import gradebook
-
-    if record is None:
-        return
-    with gradebook(config) as gb, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's new rows
-        kwargs = {"timestamp": record["timestamp"]} if record.get("timestamp") else {}
-        submission = gb.update_or_create_submission(lesson, student, **kwargs)
-        for notebook in submission.notebooks:
-            rows = record["notebooks"][notebook.name]
-            penalty = rows["late_penalty"]
-            notebook.late_submission_penalty = None if penalty is None else float(penalty)
-            for grade in notebook.grades:
-                score, manual = rows["grades"][grade.name]
-                grade.auto_score = None if score is None else float(score)
-                grade.needs_manual_grade = bool(manual)
-            for comment in notebook.comments:
-                text = rows["comments"].get(comment.name)
-                comment.auto_comment = None if text is None else str(text)
-        gb.db.commit()
-
-
 def connect(options: GradingOptions, preload: list[str], echo=print) -> ClusterPool:
-    """Connect to the scheduler at `options.cluster`, check and warm its workers for this
-    course; a ClusterError (before anything is written) when it cannot be reached or no
-    worker may grade."""
-    from distributed import Client
-
-    from autograder.trusted.seeds import course_secret
-
-    address, root = options.cluster, Path(options.course_root)
-    course_secret(root)  # the command's course has its secret before it is compared
-    spec = {"digest": course_digest(root), "preload": list(preload),
-            "options": {name: getattr(options, name) for name in SHARED_OPTIONS}}
-    spec["key"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    """Connect to the scheduler at `options.cluster`, admit the workers that prove they hold
+    the course and warm them; a ClusterError (before anything is written) when it cannot be
+    reached or no worker may grade."""
+    client, restore = connect_client(options)
     try:
-        client = Client(address, timeout=CONNECT_SECONDS)
-    except (OSError, TimeoutError, ValueError) as err:
-        raise ClusterError(f"the Dask scheduler at {address} cannot be reached ({err}); "
-                           "nothing was written. Check the address (tcp://HOST:8786) and that "
-                           "the scheduler is running and reachable from here.") from err
-    try:
-        workers = client.scheduler_info(n_workers=-1).get("workers", {})
-        if not workers:
-            raise ClusterError(f"the Dask scheduler at {address} has no workers; nothing was "
-                               "written. Start some (docs/SCALE.md) and grade again.")
-        if echo:
-            echo(f"Checking and warming {len(workers)} workers of the cluster at {address} ...")
-        client.register_plugin(GraderPlugin(spec))
-        reports = client.run(worker_report, spec["key"])
-        accepted = sorted(a for a, r in reports.items() if r["ready"])
-        refused = {a: r["problem"] for a, r in reports.items() if not r["ready"]}
-        lines = [f"Worker {a} refused: {why}." for a, why in sorted(refused.items())]
-        if not accepted:
-            raise ClusterError(f"no worker of the cluster at {address} can grade this course; "
-                               "nothing was written.\n  " + "\n  ".join(lines))
-        if echo:
-            for line in lines:
-                echo(line)
-            echo(f"{len(accepted)} workers of the cluster will grade.")
-        return ClusterPool(client, address, spec, accepted)
+        admission = Admission(client, restore, options, preload)
+        admission.admit_all(echo)
+        return ClusterPool(admission, echo or (lambda line: None))
     except BaseException:
         client.close()
+        restore()
         raise
+
+
+__all__ = ["ClusterError", "ClusterPool", "connect"]

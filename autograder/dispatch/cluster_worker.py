@@ -1,38 +1,33 @@
 """A Dask worker's side of grading on a cluster (`autograder.dispatch.cluster` is the command's).
 
-`GraderPlugin` checks, on each worker, that it can grade the course (its sandbox probe passes;
-its course, grader code and course secret have the same digests as the command's) and warms
-what a local grading worker keeps warm; only then does the worker advertise the run's
-resource. `grade_chunk` grades a chunk of notebooks in a scratch course of the worker's own
-and returns plain data as JSON: each Result, the autograded and feedback files, and the
-gradebook's rows for the submission.
+The command asks each worker to prove it holds the course secret (`worker_hello`), sends the
+course as a bundle to the workers that did and lack it (`worker_install`), and pins chunks to
+them. `grade_chunk` checks the worker (its sandbox probe passes, its grader's code is the
+command's, it holds the bundle), warms it once per run, grades the chunk's notebooks in a
+scratch course of its own and returns plain data as the bytes of JSON: each Result, the
+autograded and feedback files, and the gradebook's rows for the submission. Nothing here
+raises to the command: a refusal or an error is JSON too.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import base64
-import hashlib
-import hmac
 import json
 import os
-import shutil
 import tempfile
 import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
 
+from autograder.dispatch.cluster_bundle import (cached_course, code_difference, install_bundle,
+                                                remove_tree)
+from autograder.dispatch.cluster_proof import proof_key, prove, read_secret, secret_path
 from autograder.tasks import GradingOptions, Task
 
-COURSE_ENV = "AUTOGRADER_COURSE"  # a worker's course root (default: the installed repository)
+COURSE_ENV = "AUTOGRADER_COURSE"  # where a worker's course secret is (default: the repository)
 HOLD_ENV = "AUTOGRADER_CLUSTER_HOLD"  # tests: a folder; each notebook waits there for "go"
-RESOURCE_PREFIX = "autograder-"
-TREES = ("scenarios", "solutions", "notebooks", "nbgrader_config.py")
-CODE = "the grader's code (autograder/, coursekit/)"
-SECRET = "the course secret (.autograder/secret)"
-_SKIPPED = ("__pycache__", ".ipynb_checkpoints")
 # What of the command's options a worker grades with (the rest is the worker's own).
 SHARED_OPTIONS = ("timeout", "memory_limit", "share_prologue", "notebook_timeout",
                   "withhold_hidden")
@@ -42,53 +37,34 @@ class ClusterError(RuntimeError):
     """The cluster cannot grade this class; the message says why and what to do."""
 
 
-# --------------------------------------------------------------------------------------------
-# What must be the same on a worker as in the command
-
-def _tree_digest(path: Path, suffixes: tuple[str, ...] = ()) -> str:
-    if not path.exists():
-        return "absent"
-    digest = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.is_file() and not p.is_symlink()
-        and not any(part in _SKIPPED for part in p.relative_to(path).parts)
-        and (not suffixes or p.suffix in suffixes))
-    for file in files:
-        digest.update(str(file.relative_to(path.parent)).encode() + b"\0")
-        digest.update(hashlib.sha256(file.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def secret_fingerprint(root: Path) -> str:
-    """A fingerprint of the course secret that does not reveal it; "absent" without one."""
-    try:
-        secret = bytes.fromhex((Path(root) / ".autograder" / "secret").read_text().strip())
-    except (OSError, ValueError):
-        return "absent"
-    return hmac.new(secret, b"autograder cluster: the same course secret",
-                    hashlib.sha256).hexdigest()
-
-
-def course_digest(root: Path) -> dict[str, str]:
-    """Digests of what decides a grade: the course's trees, the grader's code, the secret."""
-    import autograder
-    import coursekit
-
-    root = Path(root)
-    parts = {f"{name}/" if not name.endswith(".py") else name: _tree_digest(root / name)
-             for name in TREES}
-    code = hashlib.sha256()
-    for package in (autograder, coursekit):
-        code.update(_tree_digest(Path(package.__file__).resolve().parent, (".py",)).encode())
-    parts[CODE] = code.hexdigest()
-    parts[SECRET] = secret_fingerprint(root)
-    return parts
-
-
 def worker_course() -> Path:
     from autograder.release import COURSE_ROOT
 
     return Path(os.environ.get(COURSE_ENV) or COURSE_ROOT).resolve()
+
+
+def worker_hello(nonce: str, bundle: str, code: dict, dask_worker=None) -> dict:
+    """For the command (`Client.run`, plain data back): this worker's proof that it holds the
+    course secret, whether it holds the course's bundle, and why it cannot grade, if so."""
+    secret, problem = read_secret(secret_path(worker_course()))
+    proof = prove(proof_key(secret), str(nonce), dask_worker.address) if secret else None
+    if problem is None:
+        problem = code_difference(code)
+    if problem is None:
+        from autograder.sandbox.confine import check_available
+
+        probe = check_available()
+        problem = f"it cannot confine notebooks: {probe}" if probe else None
+    return {"proof": proof, "problem": problem, "has_bundle": cached_course(bundle) is not None}
+
+
+def worker_install(bundle: str, files: dict) -> str | None:
+    """For the command: keep the course's bundle in this worker's cache; why not, or None."""
+    try:
+        install_bundle(bundle, files)
+    except (OSError, ValueError) as err:
+        return f"it could not keep the course it was sent ({err})"
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,7 +106,7 @@ class _Worker:
                             ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
                             ("PYDEVD_DISABLE_FILE_VALIDATION", "1")):
             os.environ.setdefault(name, value)
-        root = worker_course()
+        root = cached_course(spec["bundle"])
         self.scratch = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
         course = self.scratch / "course"
         course.mkdir()
@@ -150,10 +126,12 @@ class _Worker:
         warm_feedback(config)
 
     def close(self) -> None:
-        from autograder.trusted import executor
+        import sys
 
         with self.lock:
-            executor.shutdown()
+            executor = sys.modules.get("autograder.trusted.executor")  # started only if warmed
+            if executor is not None:
+                executor.shutdown()
             if self.scratch is not None:
                 remove_tree(self.scratch)
             self.key = self.problem = self.options = self.config = self.scratch = None
@@ -162,64 +140,32 @@ class _Worker:
 def _refusal(spec: dict) -> str | None:
     from autograder.sandbox.confine import check_available
 
-    problem = check_available()
+    secret, problem = read_secret(secret_path(worker_course()))
     if problem:
-        return f"it cannot confine notebooks: {problem}"
-    root = worker_course()
-    ours = course_digest(root)
-    differ = [name for name, digest in spec["digest"].items() if ours.get(name) != digest]
-    if differ:
-        return (f"its course ({root}) differs from the command's in {', '.join(differ)}: give "
-                f"it the same commit and course secret, or point {COURSE_ENV} at a copy")
-    return None
+        return problem
+    problem = code_difference(spec.get("code"))
+    if problem:
+        return problem
+    course = cached_course(spec.get("bundle"))
+    if course is None:
+        return "it has not been sent the course's bundle"
+    folder = course / ".autograder"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    target = folder / "secret"
+    if not target.is_file() or target.read_text().strip() != secret.hex():
+        fd = os.open(folder / f".secret-{os.getpid()}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                     0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secret.hex())
+        os.replace(folder / f".secret-{os.getpid()}", target)
+    problem = check_available()
+    return f"it cannot confine notebooks: {problem}" if problem else None
 
 
 _STATE = _Worker()
 
 
-def remove_tree(path: Path) -> None:
-    """Remove a folder nbgrader may have made read-only."""
-    for dirpath, dirnames, _ in os.walk(path):
-        for name in dirnames:
-            os.chmod(os.path.join(dirpath, name), 0o755)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-try:
-    from distributed.diagnostics.plugin import WorkerPlugin
-except ImportError:  # pragma: no cover (dask is a locked dependency)
-    WorkerPlugin = object
-
-
-class GraderPlugin(WorkerPlugin):
-    """Checks a worker and warms it at start; advertises the run's resource only if it may
-    grade. Registered by the command; Dask applies it to workers that join later too."""
-
-    def __init__(self, spec: dict) -> None:
-        self.spec = spec
-        self.name = RESOURCE_PREFIX + spec["key"]
-
-    async def setup(self, worker) -> None:
-        threads = worker.state.nthreads
-        loop = asyncio.get_running_loop()
-        # In the worker's own task thread (it lives as long as the worker): the runner host
-        # ends with the thread that started it.
-        problem = await loop.run_in_executor(worker.executors["default"], _STATE.prepare,
-                                             self.spec, threads)
-        if problem is None:
-            await worker.set_resources(**{self.name: 1})
-        else:
-            worker.log_event("autograder", {"refused": problem})
-
-
 atexit.register(_STATE.close)  # the worker's scratch course and runner host go with it
-
-
-def worker_report(spec_key: str) -> dict:
-    """For the command: whether this worker may grade the run `spec_key`, and why not."""
-    if _STATE.key != spec_key:
-        return {"ready": False, "problem": "it has not checked the course yet"}
-    return {"ready": _STATE.problem is None, "problem": _STATE.problem}
 
 
 def _hold(task: Task) -> None:
@@ -241,17 +187,33 @@ def _read_files(folder: Path) -> list[dict]:
         if folder.is_dir() else []
 
 
-def grade_chunk(spec: dict, chunk: list[dict]) -> str:
-    """A Dask task: grade `chunk`'s notebooks ({task, notebook, timestamp_text, duedate}, plain
-    data) here; return them as JSON (plain data)."""
+def grade_chunk(spec: dict, chunk: list[dict]) -> bytes:
+    """A Dask task, pinned to this worker: grade `chunk`'s notebooks ({task, notebook,
+    timestamp_text, duedate}, plain data) here; return them as the bytes of JSON, or why this
+    worker refuses. Never raises: what the command reads of an exception would be a pickle."""
     from distributed import get_worker
 
     state = _STATE
-    with state.lock:
-        problem = state.prepare(spec, get_worker().state.nthreads)
-        if problem:
-            raise ClusterError(f"this worker refuses to grade: {problem}")
-        return json.dumps([_grade_one(state, task) for task in chunk])
+    try:
+        with state.lock:
+            problem = state.prepare(spec, get_worker().state.nthreads)
+            if problem:
+                return json.dumps({"refused": problem}).encode()
+            return json.dumps({"items": [_grade_one(state, task) for task in chunk]}).encode()
+    except Exception as err:  # noqa: BLE001 (said to the command as plain data)
+        return json.dumps({"refused": f"it failed while grading ({type(err).__name__}: "
+                                      f"{err})"[:2000]}).encode()
+
+
+def warm_worker(spec: dict) -> bytes:
+    """A Dask task, pinned to this worker: check it and warm it for `spec` (JSON back)."""
+    from distributed import get_worker
+
+    try:
+        problem = _STATE.prepare(spec, get_worker().state.nthreads)
+    except Exception as err:  # noqa: BLE001
+        problem = f"it could not start grading ({type(err).__name__}: {err})"
+    return json.dumps({"refused": problem}).encode()
 
 
 def _grade_one(state: _Worker, shipped: dict) -> dict:
@@ -282,14 +244,18 @@ def _grade_one(state: _Worker, shipped: dict) -> dict:
     for folder in folders.values():
         remove_tree(folder)
     folders["submitted"].mkdir(parents=True)
-    (folders["submitted"] / f"{lesson}.ipynb").write_bytes(base64.b64decode(shipped["notebook"]))
+    notebook = base64.b64decode(shipped["notebook"])
+    (folders["submitted"] / f"{lesson}.ipynb").write_bytes(notebook)
     if shipped.get("timestamp_text") is not None:
         (folders["submitted"] / "timestamp.txt").write_text(shipped["timestamp_text"])
     page = Path(options.out) / "feedback" / student / f"{lesson}.html"
     page.unlink(missing_ok=True)
     _hold(task)
     result = grade_task(options, config, task)
-    item = {"result": asdict(result), "autograded": _read_files(folders["autograded"]),
+    from autograder.trusted.seeds import submission_digest
+
+    item = {"result": asdict(result), "digest": submission_digest(notebook),
+            "autograded": _read_files(folders["autograded"]),
             "feedback": _read_files(folders["feedback"]),
             "page": base64.b64encode(page.read_bytes()).decode() if page.is_file() else None,
             "record": _export_record(config, student, lesson)}

@@ -34,7 +34,8 @@ class OnSubmit:
     per_lesson: int = 10  # submissions of one student graded per lesson
     hidden_before_deadline: bool = False
     deadlines: dict[str, datetime.datetime] = field(default_factory=dict)  # lesson -> UTC
-    cluster: str = ""  # a Dask scheduler's address for `grade --cluster`; "": this machine
+    cluster: str = ""  # a Dask scheduler's tls:// address for `grade --cluster`; "": here
+    cluster_tls: tuple[str, ...] = ()  # `grade --cluster-tls CA CERT KEY`; (): Dask's config
 
     def deadline(self, lesson: str) -> datetime.datetime | None:
         return self.deadlines.get(lesson)
@@ -142,7 +143,8 @@ def load(path: Path | str | None = None) -> ClassSettings:
              "accounts": {"admins", "instructors", "instructors_group"},
              "limits": {"memory", "idle_timeout", "cull_every"},
              "feedback": {"feedback_on_submit", "per_hour", "per_lesson",
-                          "hidden_before_deadline", "deadlines", "cluster"}}
+                          "hidden_before_deadline", "deadlines", "cluster",
+                          "cluster_tls"}}
     for section, value in data.items():
         if section not in known or not isinstance(value, dict):
             raise ConfigError(f"{path}: unknown section [{section}]; the sections are "
@@ -203,10 +205,7 @@ def _on_submit(table: dict, where: str) -> OnSubmit:
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ConfigError(f"{where}: {key} must be a whole number above 0 (got {value!r})")
         counts[key] = value
-    cluster = table.get("cluster", "")
-    if not isinstance(cluster, str):
-        raise ConfigError(f"{where}: cluster must be a scheduler's address such as "
-                          f"\"tcp://10.0.0.5:8786\", or \"\" to grade on this machine")
+    cluster, cluster_tls = _cluster(table, where)
     deadlines = {}
     given = table.get("deadlines", {})
     if not isinstance(given, dict):
@@ -227,7 +226,63 @@ def _on_submit(table: dict, where: str) -> OnSubmit:
         deadlines[lesson] = moment.astimezone(datetime.timezone.utc)
     return OnSubmit(enabled=enabled, per_hour=counts["per_hour"],
                     per_lesson=counts["per_lesson"], hidden_before_deadline=hidden,
-                    deadlines=deadlines, cluster=cluster)
+                    deadlines=deadlines, cluster=cluster, cluster_tls=cluster_tls)
+
+
+def _cluster(table: dict, where: str) -> tuple[str, tuple[str, ...]]:
+    """[feedback] cluster and cluster_tls: a TLS scheduler on another machine, or none."""
+    cluster = table.get("cluster", "")
+    if not isinstance(cluster, str):
+        raise ConfigError(f"{where}: cluster must be a scheduler's address such as "
+                          f"\"tls://10.0.0.5:8786\", or \"\" to grade on this machine")
+    tls = table.get("cluster_tls", [])
+    if not isinstance(tls, list) or len(tls) not in (0, 3) or \
+            not all(isinstance(p, str) and p for p in tls):
+        raise ConfigError(f"{where}: cluster_tls must be the paths of the cluster's CA, the "
+                          "hub's certificate and its key: [\"ca.pem\", \"hub.pem\", "
+                          "\"hub.key\"]")
+    if not cluster:
+        return "", ()
+    scheme, _, rest = cluster.partition("://")
+    host = rest.rsplit(":", 1)[0].strip("[]") if ":" in rest else ""
+    if scheme != "tls" or not host:
+        raise ConfigError(f"{where}: cluster = {cluster!r} must be tls://HOST:PORT: anyone who "
+                          "reaches a tcp:// scheduler can attach a worker of their own, and "
+                          "grading refuses it (docs/SCALE.md)")
+    mine = _on_this_machine(host)
+    if mine:
+        raise ConfigError(f"{where}: cluster = {cluster!r} is on this machine ({mine}), where "
+                          "every student's server can reach it and run code on its workers "
+                          "as they grade; run the scheduler on another machine that only the "
+                          "hub and the workers can reach (docs/HUB.md, docs/SCALE.md)")
+    return cluster, tuple(tls)
+
+
+def _on_this_machine(host: str) -> str | None:
+    """Why `host` is this machine (loopback, any, or one of its addresses), or None."""
+    import socket
+
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return None  # not resolvable here: grading says it cannot reach it
+    local = {"0.0.0.0", "::"}
+    try:
+        import psutil
+
+        local |= {a.address.split("%")[0] for nic in psutil.net_if_addrs().values()
+                  for a in nic if a.family in (socket.AF_INET, socket.AF_INET6)}
+    except ImportError:  # pragma: no cover (psutil comes with Dask)
+        pass
+    for address in sorted(addresses):
+        ip = ipaddress.ip_address(address.split("%")[0])
+        if ip.is_loopback:
+            return f"{address} is a loopback address"
+        if ip.is_unspecified:
+            return f"{address} is every address of this machine"
+        if address in local:
+            return f"{address} is an address of this machine"
+    return None
 
 
 def course_id(repo: Path = REPO_ROOT) -> str:

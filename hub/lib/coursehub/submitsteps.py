@@ -154,6 +154,8 @@ class Steps:
             args.append("--withhold-hidden-checks")
         if limits.cluster:
             args += ["--cluster", limits.cluster]
+            if limits.cluster_tls:
+                args += ["--cluster-tls", *limits.cluster_tls]
         code, output = self._run(args)
         rows: dict[str, dict] = {}
         try:  # written by the grading step; read without following a link, bounded
