@@ -253,3 +253,23 @@ def test_a_hostile_classmate_account_gets_nothing_queued_in_anothers_name():
         for account in (alice, mallory):
             subprocess.run(["userdel", account], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_grading_on_a_cluster_passes_the_class_files_tls_certificates(tmp_path):
+    """`[feedback] cluster_tls` reaches the grading command as --cluster-tls: without it the
+    command refuses the TLS scheduler or relies on whatever Dask configuration it finds."""
+    from coursehub.onsubmit import Entry
+
+    config = tmp_path / "class.toml"
+    config.write_text('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n[feedback]\n'
+                      'feedback_on_submit = true\ncluster = "tls://10.9.8.7:8786"\n'
+                      'cluster_tls = ["ca.pem", "hub.pem", "hub.key"]\n')
+    steps = Steps(class_settings.load(config), Path(sys.executable))
+    seen: list[list[str]] = []
+    steps._run = lambda args, env=None: (seen.append(args), (1, "stopped here"))[1]
+    steps.grade(Entry(name("ann", L1, 1), "ann", L1, T0), T0)
+    grading = next(args for args in seen if "grade" in args)
+    at = grading.index("--cluster")
+    assert grading[at:at + 2] == ["--cluster", "tls://10.9.8.7:8786"]
+    at = grading.index("--cluster-tls")
+    assert grading[at:at + 4] == ["--cluster-tls", "ca.pem", "hub.pem", "hub.key"]
