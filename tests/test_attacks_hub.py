@@ -47,3 +47,69 @@ def test_export_in_a_submission_folder_takes_the_course_not_the_students_files(t
     (course / "source" / "ps1").mkdir(parents=True)
     assert find_course_root(course / "source" / "ps1") == course
 
+
+def _class(base: Path):
+    from coursehub import settings as class_settings
+
+    os.chmod(base, 0o755)
+    path = base / "class.toml"
+    path.write_text('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n'
+                    'instructors_group = "root"\n')
+    settings = class_settings.load(path)
+    for folder in (settings.home_root, settings.exchange_dir / settings.course_id / "inbound",
+                   settings.queue_dir / "students", settings.course_dir / "submitted"):
+        folder.mkdir(parents=True, exist_ok=True)
+    return settings
+
+
+def _drop(*names: str) -> None:
+    import grp
+
+    for name in names:
+        subprocess.run(["userdel", name], capture_output=True)
+        if name in {group.gr_name for group in grp.getgrall()}:
+            subprocess.run(["groupdel", name], capture_output=True)
+
+
+def _as(account, *command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(command), capture_output=True, text=True, user=account.pw_uid,
+                          group=account.pw_gid, extra_groups=[])
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd"),
+                    reason="makes system accounts (root, useradd)")
+def test_a_classmate_made_again_first_never_gets_a_removed_classmates_old_ids():
+    """HUB.md's way of removing a class's accounts (userdel each, homes stay; `make hub`
+    makes them again as their users log in): useradd hands out the highest free ids again, so
+    the student who logs in first got the old ids of another, and with them that classmate's
+    home (their notebooks to read or change, a startup file that runs as them once they log
+    in) until that classmate came back."""
+    from coursehub import state
+
+    alice, bob = f"ra{secrets.token_hex(3)}", f"rb{secrets.token_hex(3)}"
+    base = Path(tempfile.mkdtemp(prefix="hub-redids-"))
+    try:
+        settings = _class(base)
+        first = state.ensure_account(settings, alice)
+        state.ensure_account(settings, bob)
+        work = settings.home(alice) / "work.ipynb"
+        work.write_text("alice's answers")
+        os.chown(work, first.pw_uid, first.pw_gid)
+        os.chmod(work, 0o600)
+        submission = (settings.exchange_dir / settings.course_id / "inbound"
+                      / f"{alice}+ps1+2030-01-01+ab12")
+        submission.mkdir()
+        os.chown(submission, first.pw_uid, first.pw_gid)
+        _drop(alice, bob)                      # HUB.md: userdel, homes stay
+        again = state.ensure_account(settings, bob)  # bob logs in first
+        assert (again.pw_uid, again.pw_gid) != (first.pw_uid, first.pw_gid)
+        assert again.pw_uid != first.pw_uid and again.pw_gid != first.pw_gid
+        read = _as(again, "cat", str(work))
+        assert read.returncode != 0 and "alice" not in read.stdout
+        planted = _as(again, "touch", str(settings.home(alice) / ".bashrc"))
+        assert planted.returncode != 0
+        back = state.ensure_account(settings, alice)
+        assert work.stat().st_uid == back.pw_uid and submission.stat().st_uid == back.pw_uid
+    finally:
+        _drop(alice, bob)
+        shutil.rmtree(base, ignore_errors=True)

@@ -213,8 +213,13 @@ def ensure_account(settings: ClassSettings, name: str) -> pwd.struct_passwd:
     try:
         account = pwd.getpwnam(name)
     except KeyError:
+        # Ids above any the class's files have: an account made again (HUB.md removes a
+        # class's accounts and keeps their homes) never gets a classmate's old ids, which
+        # would give it that classmate's home and submissions until they came back.
+        above = _highest_class_id(settings) + 1
         subprocess.run(["useradd", "--home-dir", str(home), "--create-home", "--shell",
                         "/bin/bash", "--user-group", "--comment", f"{settings.course_id} class",
+                        "-K", f"UID_MIN={max(above, 1000)}", "-K", f"GID_MIN={max(above, 1000)}",
                         name], check=True, capture_output=True, text=True)
         account = pwd.getpwnam(name)
     else:
@@ -240,6 +245,25 @@ def ensure_account(settings: ClassSettings, name: str) -> pwd.struct_passwd:
         subprocess.run(["gpasswd", "--delete", name, group.gr_name], check=True,
                        capture_output=True, text=True)
     return account
+
+
+def _highest_class_id(settings: ClassSettings) -> int:
+    """The highest account id (uid or gid, below 60000) that owns a home in the state folder
+    or a submission in the exchange's inbound: the ids of every account the class made, live
+    or removed."""
+    highest = 0
+    for folder in (settings.home_root, settings.exchange_dir / settings.course_id / "inbound"):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            highest = max([highest, *(i for i in (info.st_uid, info.st_gid) if i < 60000)])
+    return highest
 
 
 def student_places(settings: ClassSettings, name: str) -> list[Path]:
