@@ -8,6 +8,7 @@ import os
 import pwd
 import secrets
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -112,4 +113,65 @@ def test_a_classmate_made_again_first_never_gets_a_removed_classmates_old_ids():
         assert work.stat().st_uid == back.pw_uid and submission.stat().st_uid == back.pw_uid
     finally:
         _drop(alice, bob)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd"),
+                    reason="makes system accounts (root, useradd)")
+def test_giving_back_files_never_changes_a_file_a_link_was_swapped_in_for(monkeypatch):
+    """While root gives a returning account its files back (reown), the account that holds
+    its old ids (another account took them, as in test_hub_units) owns those files and runs
+    at the same time: between root's look at a file and its chmod, it puts a link to a file
+    of root's in the file's place, and root's chmod followed the link (the file's mode, here
+    0666, on a stand-in for /etc/shadow). The swap is made as that account, at the moment a
+    real race would need."""
+    from coursehub import state
+
+    name, filler = f"rc{secrets.token_hex(3)}", f"rf{secrets.token_hex(3)}"
+    base = Path(tempfile.mkdtemp(prefix="hub-redrace-"))
+    try:
+        settings = _class(base)
+        shadow = base / "shadow"  # root's, 0600
+        shadow.write_text("root:$6$hash")
+        os.chmod(shadow, 0o600)
+        first = state.ensure_account(settings, name)
+        _drop(name)
+        subprocess.run(["useradd", "--no-create-home", "--uid", str(first.pw_uid),
+                        "--user-group", filler], check=True, capture_output=True)
+        holder = pwd.getpwnam(filler)
+        home = settings.home(name)
+        # What the holder of the old ids makes in the home it owns, before the account is back.
+        folder, bait, link = home / "sub", home / "sub" / "f", base / "drop" / "link"
+        (base / "drop").mkdir(mode=0o777)
+        os.chmod(base / "drop", 0o777)
+        for command in (["chmod", "0777", str(home)], ["mkdir", "-m", "0777", str(folder)],
+                        ["touch", str(bait)], ["chmod", "0666", str(bait)],
+                        ["ln", "-s", str(shadow), str(link)]):
+            done = _as(holder, *command)
+            assert done.returncode == 0, done.stderr
+        real_lchown, real_chmod = os.lchown, os.chmod
+
+        def swap() -> None:
+            done = _as(holder, "mv", "-T", str(link), str(bait))
+            assert done.returncode == 0, done.stderr
+
+        def lchown(path, *args, **kwargs):  # the look and chown by path, then chmod
+            real_lchown(path, *args, **kwargs)
+            if str(path) == str(bait):
+                swap()
+
+        def chmod(path, *args, **kwargs):  # chown and chmod through a descriptor
+            if str(path).startswith("/proc/self/fd/") and os.path.realpath(path) == str(bait):
+                swap()
+            real_chmod(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "lchown", lchown)
+        monkeypatch.setattr(os, "chmod", chmod)
+        back = state.ensure_account(settings, name)
+        assert back.pw_uid != first.pw_uid
+        assert bait.is_symlink()  # the swap was made
+        assert stat.S_IMODE(shadow.stat().st_mode) == 0o600
+        assert shadow.stat().st_uid == 0
+    finally:
+        _drop(name, filler)
         shutil.rmtree(base, ignore_errors=True)
