@@ -370,15 +370,32 @@ def _warnings(grades: Grades, to: str) -> list[str]:
 
 
 COURSE_MARKS = ("nbgrader_config.py", "gradebook.db")  # what makes a folder a course root
+# Folders whose contents students write: a course's copies of their submissions, and the
+# exchange's inbound. A mark in them is a student's file (nbgrader_config.py is Python that
+# loading runs; gradebook.db holds grades), never a course.
+STUDENT_FOLDERS = ("submitted", "autograded", "feedback")
+
+
+def _students_file(folder: Path) -> bool:
+    """Whether `folder` is inside a course's student folder or the exchange's inbound."""
+    for above in folder.parents:
+        if above.name == "inbound" or (
+                above.name in STUDENT_FOLDERS
+                and any((above.parent / mark).is_file() for mark in COURSE_MARKS)):
+            return True
+    return False
 
 
 def find_course_root(start: Path) -> Path:
     """The course `start` is in: the nearest folder, from `start` up, with an
-    nbgrader_config.py or a gradebook.db (the class hub's course folder, or this repository);
-    FileNotFoundError says where it looked and what to do."""
+    nbgrader_config.py or a gradebook.db (the class hub's course folder, or this repository),
+    other than a folder a student wrote (in the course's submitted/, autograded/ or
+    feedback/, or the exchange's inbound/); FileNotFoundError says where it looked and what
+    to do."""
     start = Path(start).resolve()
     for folder in (start, *start.parents):
-        if any((folder / mark).is_file() for mark in COURSE_MARKS):
+        if any((folder / mark).is_file() for mark in COURSE_MARKS) and not _students_file(
+                folder):
             return folder
     raise FileNotFoundError(
         f"{start} is in no course: no folder from it up to / has an nbgrader_config.py or a "

@@ -16,6 +16,7 @@ Layout of the state folder (all of it survives a restart):
 
 from __future__ import annotations
 
+import ctypes
 import filecmp
 import grp
 import os
@@ -213,8 +214,13 @@ def ensure_account(settings: ClassSettings, name: str) -> pwd.struct_passwd:
     try:
         account = pwd.getpwnam(name)
     except KeyError:
+        # Ids above any the class's files have: an account made again (HUB.md removes a
+        # class's accounts and keeps their homes) never gets a classmate's old ids, which
+        # would give it that classmate's home and submissions until they came back.
+        above = _highest_class_id(settings) + 1
         subprocess.run(["useradd", "--home-dir", str(home), "--create-home", "--shell",
                         "/bin/bash", "--user-group", "--comment", f"{settings.course_id} class",
+                        "-K", f"UID_MIN={max(above, 1000)}", "-K", f"GID_MIN={max(above, 1000)}",
                         name], check=True, capture_output=True, text=True)
         account = pwd.getpwnam(name)
     else:
@@ -242,6 +248,25 @@ def ensure_account(settings: ClassSettings, name: str) -> pwd.struct_passwd:
     return account
 
 
+def _highest_class_id(settings: ClassSettings) -> int:
+    """The highest account id (uid or gid, below 60000) that owns a home in the state folder
+    or a submission in the exchange's inbound: the ids of every account the class made, live
+    or removed."""
+    highest = 0
+    for folder in (settings.home_root, settings.exchange_dir / settings.course_id / "inbound"):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            highest = max([highest, *(i for i in (info.st_uid, info.st_gid) if i < 60000)])
+    return highest
+
+
 def student_places(settings: ClassSettings, name: str) -> list[Path]:
     """What the class keeps for account `name`, found by its name: its home, its submissions
     in the exchange (flat: inbound/<name>+<lesson>+..., per-student: inbound/<name>/), its
@@ -259,6 +284,14 @@ def student_places(settings: ClassSettings, name: str) -> list[Path]:
             settings.queue_dir / "students" / f"{name}.json"]
 
 
+_AT_EMPTY_PATH = 0x1000
+_REOWN_DEPTH = 100
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def reown(settings: ClassSettings, name: str, old: tuple[int, int],
           new: tuple[int, int]) -> int:
     """Give account `name`'s new ids to what the class keeps for it (student_places) where it
@@ -266,26 +299,50 @@ def reown(settings: ClassSettings, name: str, old: tuple[int, int],
     new group. Links are changed, never followed. Returns how many entries changed."""
     changed = 0
 
-    def fix(path: str) -> None:
+    def fix(entry: str, folder: int | None = None) -> None:
+        # Each entry is opened once, without following a link, relative to its folder's
+        # descriptor, and changed through that descriptor: the account that holds the old ids
+        # may swap a link in for any entry or folder meanwhile, and root must then change
+        # nothing else (a chmod by path would follow the link to a file of root's).
         nonlocal changed
-        info = os.lstat(path)
-        uid = new[0] if info.st_uid == old[0] else info.st_uid
-        gid = new[1] if info.st_gid == old[1] else info.st_gid
-        if (uid, gid) != (info.st_uid, info.st_gid):
-            os.lchown(path, uid, gid)
-            if not stat.S_ISLNK(info.st_mode):
-                os.chmod(path, stat.S_IMODE(info.st_mode))  # chown clears setgid bits
-            changed += 1
+        try:
+            fd = os.open(entry, os.O_PATH | os.O_NOFOLLOW, dir_fd=folder)
+        except FileNotFoundError:
+            return
+        try:
+            info = os.fstat(fd)
+            uid = new[0] if info.st_uid == old[0] else info.st_uid
+            gid = new[1] if info.st_gid == old[1] else info.st_gid
+            if (uid, gid) != (info.st_uid, info.st_gid):
+                if _libc().fchownat(fd, b"", uid, gid, _AT_EMPTY_PATH) != 0:
+                    errno = ctypes.get_errno()
+                    raise OSError(errno, os.strerror(errno), entry)
+                if not stat.S_ISLNK(info.st_mode):  # chown clears setgid bits
+                    os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(info.st_mode))
+                changed += 1
+        finally:
+            os.close(fd)
+
+    def walk(entry: str, folder: int | None, depth: int) -> None:
+        # A folder is opened only as a folder and never through a link (a FIFO or a link
+        # swapped in is not opened); deeper than _REOWN_DEPTH keeps its ids.
+        try:
+            fd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK,
+                         dir_fd=folder)
+        except OSError:
+            return
+        try:
+            names = [item.name for item in os.scandir(fd)]
+            for name in names:
+                fix(name, fd)
+                if depth < _REOWN_DEPTH:
+                    walk(name, fd, depth + 1)
+        finally:
+            os.close(fd)
 
     for place in student_places(settings, name):
-        if not os.path.lexists(place):
-            continue
         fix(str(place))
-        if place.is_symlink() or not place.is_dir():
-            continue
-        for folder, dirs, files in os.walk(place):  # os.walk follows no link to a folder
-            for entry in dirs + files:
-                fix(os.path.join(folder, entry))
+        walk(str(place), None, 0)
     return changed
 
 
