@@ -122,6 +122,18 @@ def _count_problem(raw: bytes) -> str | None:
     return None
 
 
+def count_problem(path: Path) -> str | None:
+    """Why the notebook at `path` holds too much to be parsed (it is counted, never parsed),
+    or None; a file that cannot be read, or over the size cap, is a problem too."""
+    try:
+        raw = read_regular(path, MAX_NOTEBOOK_BYTES)
+    except (OSError, ValueError) as err:
+        return f"The file was not read: {err}."
+    if len(raw) > MAX_NOTEBOOK_BYTES:
+        return f"The file is larger than {MAX_NOTEBOOK_BYTES >> 20} MB."
+    return _count_problem(raw)
+
+
 def read_notebook(path: Path) -> tuple[object | None, str | None]:
     """The notebook at `path`, or None and the reason it cannot be read. Never raises."""
     try:
