@@ -30,11 +30,12 @@ _KEY_CHARS = 64  # a key longer than this is never one the path rules name
 @dataclass
 class Scan:
     """What a JSON text holds: `items` (its containers and values, keys included: what
-    parsing it builds), those outside cells' sources (`other_items`), the deepest nesting seen, the bytes of the strings of cells'
+    parsing it builds), those outside cells' sources (`other_items`), its containers alone, the deepest nesting seen, the bytes of the strings of cells'
     sources and of all other strings, and the first cap it passed (`over`: "items",
-    "other_items", "depth", "other_bytes"; "" when none)."""
+    "containers", "other_items", "depth", "other_bytes"; "" when none)."""
 
     items: int = 0
+    containers: int = 0
     other_items: int = 0
     depth: int = 0
     source_bytes: int = 0
@@ -43,14 +44,15 @@ class Scan:
 
 
 def scan(data: bytes, max_items: int, max_depth: int, notebook: bool = False,
-         max_other_items: int | None = None, max_other_bytes: int | None = None) -> Scan:
+         max_other_items: int | None = None, max_other_bytes: int | None = None,
+         max_containers: int | None = None) -> Scan:
     """Count `data`'s tokens up to the caps. With `notebook`, what makes up a cell's "source"
     (a string, or a list of strings, at cells[i].source) is told apart from the rest, whose
     items and string bytes may be capped by `max_other_items` and `max_other_bytes`."""
     found = Scan()
     # One entry per open container: [is an object, its current key, a key comes next].
     stack: list[list] = []
-    items = others = depth = other = source = 0
+    items = others = depth = other = source = containers = 0
     for match in _TOKENS.finditer(data):
         first = data[match.start()]
         if first == _COLON:
@@ -93,6 +95,10 @@ def scan(data: bytes, max_items: int, max_depth: int, notebook: bool = False,
                     found.over = "other_bytes"
                     break
         elif first in _OPEN:
+            containers += 1
+            if max_containers is not None and containers > max_containers:
+                found.over = "containers"
+                break
             is_object = _OPEN[first]
             stack.append([is_object, None, is_object])
             depth = max(depth, len(stack))
@@ -100,6 +106,7 @@ def scan(data: bytes, max_items: int, max_depth: int, notebook: bool = False,
                 found.over = "depth"
                 break
     found.items, found.other_items, found.depth = items, others, depth
+    found.containers = containers
     found.source_bytes, found.other_bytes = source, other
     return found
 
