@@ -69,6 +69,9 @@ class Policy:
     memory_limit: int = 4 * GiB  # address space per process (RLIMIT_AS); 0: none
     max_processes: int = 64  # processes and threads of the notebook's uid in its namespace
     max_file_bytes: int = 256 * MiB
+    # Descriptors per process (the grader's 20,000 were inherited): each socket or pipe may hold
+    # kernel buffers that no process maps. torch.distributed and IPython run with far fewer.
+    max_open_files: int = 1024
     root_dir: str = ""  # an empty host folder to build the new root on (made if missing)
     hostname: str = "sandbox"
 
@@ -99,8 +102,13 @@ def python_paths() -> list[str]:
 
 
 _SYSTEM = ["/usr", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-           "/etc/fonts", "/etc/localtime", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
-           "/etc/mime.types", "/etc/ssl/certs", "/etc/alternatives"]
+           "/etc/fonts", "/etc/localtime", "/etc/nsswitch.conf", "/etc/mime.types",
+           "/etc/ssl/certs", "/etc/alternatives"]
+# The sandbox's own accounts, never the machine's (on the class hub, its students' names).
+_ACCOUNTS = {"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                       f"student:x:{INSIDE_UID}:{INSIDE_UID}:student:/home/student:/bin/sh\n"
+                       f"nobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/usr/sbin/nologin\n",
+             "group": f"root:x:0:\nstudent:x:{INSIDE_UID}:\nnogroup:x:{NOBODY}:\n"}
 _DEVICES = ["null", "zero", "full", "random", "urandom"]
 
 
@@ -351,6 +359,10 @@ def _build_root(policy: Policy, owner: int) -> None:
             os.symlink(os.readlink(link), root + link)
         elif os.path.isdir(link):
             _bind(link, root + link)
+    os.makedirs(root + "/etc", exist_ok=True)
+    for name, text in _ACCOUNTS.items():
+        with open(f"{root}/etc/{name}", "w") as handle:
+            handle.write(text)
     os.makedirs(root + "/dev", exist_ok=True)
     for name in _DEVICES:
         _bind(f"/dev/{name}", f"{root}/dev/{name}", readonly=False)
@@ -398,6 +410,7 @@ def _limit(policy: Policy) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (policy.max_processes, policy.max_processes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (policy.max_file_bytes, policy.max_file_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (policy.max_open_files, policy.max_open_files))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
