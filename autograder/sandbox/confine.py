@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from autograder.sandbox.limits import GiB, MiB, Cgroup
 from autograder.sandbox.seccomp import install_seccomp, new_session_keyring
+from autograder.sandbox.sockets import send_diag_socket
 from autograder.sandbox.syscalls import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,
                                          CLONE_NEWUSER, CLONE_NEWUTS, MNT_DETACH, MS_BIND,
                                          MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY,
@@ -205,7 +206,8 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
     libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
-def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
+def confine(policy: Policy, cgroup: Cgroup | None = None,
+            diag_channel: int | None = None) -> None:
     """Confine this freshly forked, single-threaded process (see the module's doc). Returns
     in the confined process (the child of PID 1 of its namespace); the calling process never
     returns: it waits and exits with the confined process's status.
@@ -214,7 +216,9 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     namespace (so root can reach every folder it binds); then the process becomes `nobody` and
     enters a new user namespace, which copies those mounts in locked: read-only there cannot be
     undone. As an ordinary user, a first user namespace (mapping the user to 0) builds the view
-    and a second, nested one confines; its mounts are locked the same way."""
+    and a second, nested one confines; its mounts are locked the same way. Without a cgroup,
+    `diag_channel` (a Unix socket to the host) gets a sock_diag socket of the new network
+    namespace, to count its sockets' queues (`autograder.sandbox.sockets`)."""
     os.setsid()
     if cgroup is not None:
         cgroup.add()
@@ -240,6 +244,8 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     write("/proc/self/setgroups", "deny")
     write("/proc/self/uid_map", f"{INSIDE_UID} {outer_uid} 1")
     write("/proc/self/gid_map", f"{INSIDE_UID} {outer_gid} 1")
+    if diag_channel is not None:  # sent and closed before anything is forked
+        send_diag_socket(diag_channel)
     alive_r, alive_w = os.pipe()  # C1 holds the write end while it lives
     child = os.fork()
     if child:  # C1: wait for the namespace's init, then leave with its status
