@@ -65,16 +65,23 @@ print(json.dumps({"memory": memory, **seen}))
 '''
 
 
-def test_without_a_cgroup_socket_queues_count_toward_the_memory():
-    if os.geteuid() != 0:
-        pytest.skip("enters the sandbox as root")
+@pytest.mark.parametrize("account", ["root", "nobody"])
+def test_without_a_cgroup_socket_queues_count_toward_the_memory(account):
+    """As root, and as an ordinary account (the usual case without a cgroup: the sandbox's
+    namespaces are then nested in one of that account's)."""
+    if os.geteuid() != 0 or (account == "nobody" and not shutil.which("setpriv")):
+        pytest.skip("enters the sandbox as root, or as nobody through setpriv")
     root = Path(tempfile.mkdtemp(prefix="autograder-sockets-probe-"))
-    os.chmod(root, 0o755)
+    os.chmod(root, 0o777)
+    as_account = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] \
+        if account == "nobody" else []
+    env = dict(os.environ, PYTHONPATH=str(REPO))
     try:
-        done = subprocess.run([sys.executable, "-c", _PROBE, str(root)], cwd=REPO,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run([*as_account, sys.executable, "-c", _PROBE, str(root)], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=120)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        Path(f"{root}-cpu").unlink(missing_ok=True)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["held"] >= 200 << 20

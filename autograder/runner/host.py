@@ -306,7 +306,8 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
         code = 70
         try:
             os.write(events, (json.dumps({"event": protocol.CRASH,
-                                          "detail": traceback.format_exc()})
+                                          "detail": traceback.format_exc()
+                                          [-protocol.MAX_CRASH_CHARS:]})
                               + "\n").encode())
         except OSError:
             pass
