@@ -129,11 +129,9 @@ if pid == 0:
     os.write(write, json.dumps(seen).encode())
     os._exit(0)
 os.close(write)
-data = b""
-while chunk := os.read(read, 65536):
-    data += chunk
+with os.fdopen(read) as report:
+    print(report.read())
 os.waitpid(pid, 0)
-print(data.decode())
 '''
 
 
