@@ -60,7 +60,8 @@ MAX_MESSAGE_BYTES = 48 << 20  # one message: past it, it is stopped
 # read from the line's start, as `json.dumps` writes a message: {"event": NAME, ...
 MAX_MESSAGE_DEPTH = 32  # a message's nesting (an observation nests at most 8 levels)
 # The outcomes (OBSERVED, OBSERVATIONS): every scenario run's observations, each at most
-# 200,000 tensor elements and 10,000 other items (coursekit.scenarios).
+# 200,000 tensor elements and 10,000 other items (coursekit.scenarios). A lesson's, with its
+# mistakes and three seeds per scenario, hold at most 90,000 values in 600 containers.
 MAX_OUTCOMES_VALUES = 4_000_000  # containers and values
 MAX_OUTCOMES_CONTAINERS = 400_000
 OUTCOMES_EVENTS = (OBSERVED, OBSERVATIONS)

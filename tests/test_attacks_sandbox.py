@@ -947,7 +947,7 @@ def unprivileged(tmp_path_factory):
     package = folder / "autograder" / "sandbox"  # the package's confinement modules alone
     package.mkdir(parents=True)
     shutil.copy(REPO / "autograder" / "__init__.py", package.parent)
-    for name in ("__init__", "confine", "limits", "seccomp", "syscalls"):
+    for name in ("__init__", "confine", "limits", "seccomp", "sockets", "syscalls"):
         shutil.copy(REPO / "autograder" / "sandbox" / f"{name}.py", package)
     (folder / "probe.py").write_text(_UNPRIVILEGED_PROBE)
     for path in [folder, *folder.rglob("*")]:
