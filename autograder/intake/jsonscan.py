@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# A string (escapes included), an opening or closing bracket, a comma, a colon, or a run of
-# anything else but whitespace (a number, a literal). Whitespace is skipped.
-_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]|[^\s"\[\]{},:]+', re.S)
+# Whitespace (skipped in one run), then a string (escapes included), an opening or closing
+# bracket, a comma, a colon, or a run of anything else but whitespace (a number, a literal).
+_TOKENS = re.compile(rb'\s*("[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]|[^\s"\[\]{},:]+)', re.S)
 _QUOTE, _COMMA, _COLON = ord('"'), ord(","), ord(":")
 _CLOSE = (ord("]"), ord("}"))
 _OPEN_LIST, _OPEN_OBJECT = ord("["), ord("{")
@@ -54,7 +54,8 @@ def scan(data: bytes, max_items: int, max_depth: int, notebook: bool = False,
     stack: list[list] = []
     items = others = depth = other = source = containers = 0
     for match in _TOKENS.finditer(data):
-        first = data[match.start()]
+        start, end = match.span(1)
+        first = data[start]
         if first == _COLON:
             continue
         if first == _COMMA:
@@ -82,11 +83,9 @@ def scan(data: bytes, max_items: int, max_depth: int, notebook: bool = False,
                 top = stack[-1]
                 top[2] = False
                 if notebook:
-                    size = match.end() - match.start()
-                    top[1] = (data[match.start() + 1:match.end() - 1] if size <= _KEY_CHARS
-                              else None)
+                    top[1] = data[start + 1:end - 1] if end - start <= _KEY_CHARS else None
                 continue
-            size = match.end() - match.start() - 2
+            size = end - start - 2
             if in_source:
                 source += size
             else:
