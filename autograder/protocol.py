@@ -54,6 +54,21 @@ CONTROL_EVENTS = (PROLOGUE, PROLOGUE_LOST, FORKED, OOM, EXITED, FAILED)
 READ_BYTES = 1 << 20  # read from a pipe at a time
 MAX_EVENTS_BYTES = 96 << 20  # all of a notebook's messages together: past it, it is stopped
 MAX_MESSAGE_BYTES = 48 << 20  # one message: past it, it is stopped
+# Each line is counted before it is parsed (parsing builds an object per container and value:
+# a 46 MiB line of nested lists took 2.6 GiB). Past its event's caps the notebook is stopped;
+# a line nested deeper than any message is no message (it is ignored unparsed). The event is
+# read from the line's start, as `json.dumps` writes a message: {"event": NAME, ...
+MAX_MESSAGE_DEPTH = 32  # a message's nesting (an observation nests at most 8 levels)
+# The outcomes (OBSERVED, OBSERVATIONS): every scenario run's observations, each at most
+# 200,000 tensor elements and 10,000 other items (coursekit.scenarios). A lesson's, with its
+# mistakes and three seeds per scenario, hold at most 90,000 values in 600 containers.
+MAX_OUTCOMES_VALUES = 4_000_000  # containers and values
+MAX_OUTCOMES_CONTAINERS = 400_000
+OUTCOMES_EVENTS = (OBSERVED, OBSERVATIONS)
+MAX_DONE_VALUES = 100_000  # a cell's end: its outputs (at most 500 kept) and their parts
+MAX_DONE_CONTAINERS = 20_000
+MAX_OTHER_EVENT_BYTES = 64 << 10  # any other event: a few fields (a crash's detail: its end)
+MAX_OTHER_EVENT_VALUES = 100
 MAX_STREAM_BYTES = 4_000_000  # text recorded per cell and stream (the sandbox drops the rest)
 MAX_DISPLAY_BYTES = 20_000_000  # rich output recorded per cell (the sandbox drops the rest)
 MAX_OUTPUTS = 500  # outputs of a cell kept

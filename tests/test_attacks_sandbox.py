@@ -751,12 +751,29 @@ def test_a_deeply_nested_notebook_is_invalid_and_the_class_is_graded(attacked):
     (nested / "deep").mkdir()
     (nested / "deep" / f"{A}.ipynb").write_text('{"cells": ' + "[" * 100_000 + "]" * 100_000
                                                + "}")
+    # A valid notebook of 4 MB whose metadata holds empty lists nested 89 deep (red team, round
+    # 5: at 100 MB, 14 GiB before any sandbox), and an honest one with free metadata of its own.
+    honest_nb = json.loads((nested / "aa-honest-1" / f"{A}.ipynb").read_text(encoding="utf-8"))
+    bomb = json.loads(json.dumps(honest_nb))
+    bomb["metadata"]["extra"] = "NEST"
+    (nested / "bomb").mkdir()
+    (nested / "bomb" / f"{A}.ipynb").write_text(json.dumps(bomb).replace(
+        '"NEST"', "[" + ",".join(["[" * 89 + "]" * 89] * 22_000) + "]"), encoding="utf-8")
+    honest_nb["metadata"]["mine"] = {"note": "FREE-FIELD", "deep": [[[[[[1]]]]]]}
+    honest_nb["cells"][0]["metadata"]["mine"] = "FREE-CELL-FIELD"
+    (nested / "free").mkdir()
+    (nested / "free" / f"{A}.ipynb").write_text(json.dumps(honest_nb), encoding="utf-8")
     result = grade(nested, base / "out-nested", attacked["root"], base / "nested.json",
                    timeout=TIMEOUT, linger=5)
     rows = read_rows(base / "out-nested")
     assert result["rc"] == 0, result["stderr"][-3000:]
     assert rows[("deep", A)]["status"] == "invalid", rows[("deep", A)]
+    assert rows[("bomb", A)]["status"] == "invalid", rows[("bomb", A)]
+    assert "values in its outputs and metadata" in rows[("bomb", A)]["reason"]
     assert rows[("aa-honest-1", A)]["score"] == "3"
+    assert rows[("free", A)]["score"] == "3", rows[("free", A)]
+    autograded = attacked["root"] / "autograded" / "free" / A / f"{A}.ipynb"
+    assert "FREE-" not in autograded.read_text(encoding="utf-8")
     assert rows[("blank", A)]["score"] == "0"
 
 
@@ -947,7 +964,7 @@ def unprivileged(tmp_path_factory):
     package = folder / "autograder" / "sandbox"  # the package's confinement modules alone
     package.mkdir(parents=True)
     shutil.copy(REPO / "autograder" / "__init__.py", package.parent)
-    for name in ("__init__", "confine", "limits", "seccomp", "syscalls"):
+    for name in ("__init__", "confine", "limits", "seccomp", "sockets", "syscalls"):
         shutil.copy(REPO / "autograder" / "sandbox" / f"{name}.py", package)
     (folder / "probe.py").write_text(_UNPRIVILEGED_PROBE)
     for path in [folder, *folder.rglob("*")]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -385,3 +387,55 @@ def test_the_event_names_are_the_protocols():
     reader = Messages({"cells": CELLS}, 60, 600)
     assert set(reader.on_event) == set(protocol.NOTEBOOK_EVENTS) - {protocol.START}
     assert set(reader.on_control) == set(protocol.CONTROL_EVENTS)
+
+
+# --------------------------------------------------------------------------------------------
+# Lines counted before they are parsed (red team, round 5: a 46 MiB line of nested lists took
+# a worker to 2.6 GiB; the notebook's own cost was under a second)
+
+_NESTED_LINE = """
+import json, resource, sys
+from autograder import protocol
+from autograder.trusted.messages import Messages
+line = (b'{"event": "done", "index": 0, "outputs": [' + b"[[[[[[[[]]]]]]]]," * 1_500_000
+        + b'[]]}')
+messages = Messages({"cells": [(0, "a = 1"), (2, "b = 2")], "prologue": 0}, 60.0, 600.0)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+messages.notebook_lines([line])
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) >> 10)
+print(json.dumps([messages.run.outcome, messages.run.detail, sorted(messages.run.executed)]))
+"""
+
+
+def test_a_line_of_nested_lists_is_refused_before_it_is_parsed():
+    """A 25 MB cell end of nested empty lists (under the message cap): parsing it grew the
+    reader by over 600 MiB; now it is counted and the notebook stopped."""
+    done_ = subprocess.run([sys.executable, "-c", _NESTED_LINE], capture_output=True, text=True,
+                           check=True, cwd=Path(__file__).resolve().parent.parent)
+    grown, result = done_.stdout.split("\n", 1)
+    assert int(grown) < 64, f"one line grew the reader by {grown} MiB"
+    assert json.loads(result) == ["died", "it sent more output than the grader keeps", []]
+
+
+def test_events_other_than_the_outcomes_get_a_much_smaller_cap():
+    padded = {"event": protocol.CELLS_DONE, "pad": ["x"] * (protocol.MAX_OTHER_EVENT_VALUES + 1)}
+    run, _ = report([done(0), done(2), done(5), padded, {"event": protocol.END}])
+    assert (run.outcome, run.detail) == ("died", "it sent more output than the grader keeps")
+    long = {"event": protocol.CELLS_DONE, "pad": "x" * protocol.MAX_OTHER_EVENT_BYTES}
+    run, _ = report([done(0), done(2), done(5), long, {"event": protocol.END}])
+    assert run.outcome == "died" and not run.finished
+
+
+def test_outcomes_of_the_size_scenarios_may_report_are_read():
+    """A scenario may report 200,000 tensor elements: the outcomes' caps are far above that."""
+    observe = {"runs": [["example", 0], ["example", 1]], "later": []}
+    tensor = {"__tensor__": {"dtype": "float32", "shape": [200_000],
+                             "data": [0.5] * 200_000}}
+    outcomes = {"example/0": {"observations": {"t": tensor}},
+                "example/1": {"observations": {"t": tensor, "items": [[1, 2]] * 5_000}}}
+    run, _ = report([*(done(i) for i in (0, 2, 5)), {"event": protocol.OBSERVING},
+                     {"event": protocol.OBSERVATIONS, "outcomes": outcomes},
+                     {"event": protocol.END}],
+                    request={"cells": CELLS, "prologue": 0, "observe": observe})
+    assert run.outcome == "ok" and run.outcomes == outcomes

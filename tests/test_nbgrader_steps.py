@@ -1,8 +1,12 @@
 """The grading command's autograde pass (autograder/nbgrader_glue/inproc.py, steps.py): the
-steps it leaves out or replaces give the gradebook what nbgrader's own steps give it."""
+steps it leaves out or replaces give the gradebook what nbgrader's own steps give it; a
+student's free metadata never reaches grading nor autograded/ (red team, round 5: a metadata
+field of nested empty lists went into the autograded copy, 50 times larger by nbgrader's
+indentation), and the copy nbgrader reads is counted before nbgrader parses it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -106,3 +110,58 @@ def test_the_metadata_check_is_left_out_only_when_the_sanitising_pass_made_it(co
         CheckCellMetadata]
     assert autograde_preprocessors(cleared, FirstTestFails)[-2:] == [SaveAutoGradesOnce,
                                                                      CheckCellMetadata]
+
+
+# --------------------------------------------------------------------------------------------
+# What the autograde pass keeps of a student's file
+
+NEST = "[" * 60 + "]" * 60
+
+
+def _submit(root: Path, student: str, change) -> Path:
+    folder = root / "submitted" / student / A
+    folder.mkdir(parents=True, exist_ok=True)
+    nb = json.loads((root / "notebooks" / A / f"{A}.ipynb").read_text(encoding="utf-8"))
+    change(nb)
+    (folder / f"{A}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    return root / "autograded" / student / A / f"{A}.ipynb"
+
+
+def test_free_metadata_is_not_written_into_autograded(course):
+    from autograder.nbgrader_glue.inproc import autograde
+
+    root, config = course
+
+    def add_free_fields(nb):
+        nb["metadata"]["bomb"] = json.loads("[" + ",".join([NEST] * 50) + "]")
+        nb["metadata"]["language_info"]["secret_note"] = {"x": NEST}
+        for cell in nb["cells"]:
+            cell["metadata"]["mine"] = {"deep": json.loads(NEST)}
+            cell["metadata"]["tags"] = [*cell["metadata"].get("tags", []), "kept-tag"]
+
+    autograded = _submit(root, "meta", add_free_fields)
+    autograde(config, "meta", A, [FirstTestFails])
+    text = autograded.read_text(encoding="utf-8")
+    written = json.loads(text)
+    assert "bomb" not in written["metadata"] and "secret_note" not in text
+    assert written["metadata"]["language_info"]["name"] == "python"
+    assert not any("mine" in cell["metadata"] for cell in written["cells"])
+    assert all("kept-tag" in cell["metadata"]["tags"] for cell in written["cells"])
+    graded = [cell for cell in written["cells"] if "nbgrader" in cell["metadata"]]
+    assert graded and all(cell["metadata"]["nbgrader"]["grade_id"] for cell in graded)
+    assert "[[[[" not in text
+
+
+def test_the_copy_nbgrader_reads_is_counted_before_it_is_parsed(course):
+    from autograder.intake.validate import MAX_OTHER_VALUES
+    from autograder.nbgrader_glue.inproc import autograde
+
+    root, config = course
+
+    def add_values(nb):
+        nb["metadata"]["many"] = [0] * (MAX_OTHER_VALUES + 1)
+
+    autograded = _submit(root, "counted", add_values)
+    with pytest.raises(ValueError, match="values in its outputs and metadata"):
+        autograde(config, "counted", A, [FirstTestFails])
+    assert not autograded.exists()

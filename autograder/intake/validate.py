@@ -16,6 +16,7 @@ import nbformat
 
 from autograder.intake.collect import Submission
 from autograder.intake.files import MAX_NOTEBOOK_BYTES, read_regular
+from autograder.intake.jsonscan import scan
 from autograder.text import one_line, printable
 
 MAX_CELLS = 2000  # the course's lessons have 37 to 74 cells
@@ -24,6 +25,13 @@ MAX_DEPTH = 100  # nesting of a notebook's JSON (about 6 in a lesson notebook)
 # the feedback page costs the grader far more time and memory than its size.
 MAX_CELL_SOURCE = 256 * 1024
 MAX_NOTEBOOK_SOURCE = 1024 * 1024  # all its cells' text (a lesson's is under 50 KB)
+# Counted before the JSON is parsed (`autograder.intake.jsonscan`): parsing builds an object
+# for each container and value, some 32 bytes of them per byte for nested empty lists. Outside
+# the cells' sources (metadata, outputs, the cells' own structure) a lesson's executed notebook
+# holds about 2,100 values and under 1 MB of strings; its sources about 2,000 lines.
+MAX_VALUES = 2_000_000  # in all (the sources' lines are bounded by MAX_NOTEBOOK_SOURCE after)
+MAX_OTHER_VALUES = 200_000  # outside the cells' sources
+MAX_OTHER_BYTES = 16 << 20  # of strings outside the cells' sources
 
 
 @dataclass
@@ -90,6 +98,42 @@ def _has_lone_surrogates(data) -> bool:
     return False
 
 
+def _count_problem(raw: bytes) -> str | None:
+    """Why the notebook's JSON holds too much to be parsed (counted, never parsed), or None."""
+    found = scan(raw, MAX_VALUES, MAX_DEPTH, notebook=True, max_other_items=MAX_OTHER_VALUES,
+                 max_other_bytes=MAX_OTHER_BYTES)
+    if found.over == "depth":
+        return (f"The file is not a readable notebook: its JSON is nested more than {MAX_DEPTH} "
+                "levels deep, which no notebook is.")
+    if found.over == "items":
+        return (f"The notebook holds more than {MAX_VALUES:,} values and lines of text (a "
+                "lesson's hold under 5,000). Remove what you added (cells, outputs, metadata), "
+                "save, and submit it again.")
+    if found.over == "other_items":
+        return (f"Outside its cells' code and text, the notebook holds more than "
+                f"{MAX_OTHER_VALUES:,} values in its outputs and metadata (a lesson's hold under "
+                "5,000). Clear its outputs (Kernel > Restart Kernel and Clear Outputs), remove "
+                "metadata you added, save, and submit it again.")
+    if found.over == "other_bytes":
+        return (f"Outside its cells' code and text, the notebook holds more than "
+                f"{MAX_OTHER_BYTES >> 20} MB in its outputs and metadata (a lesson's hold under "
+                "1 MB). Clear its outputs (Kernel > Restart Kernel and Clear Outputs), remove "
+                "metadata you added, save, and submit it again.")
+    return None
+
+
+def count_problem(path: Path) -> str | None:
+    """Why the notebook at `path` holds too much to be parsed (it is counted, never parsed),
+    or None; a file that cannot be read, or over the size cap, is a problem too."""
+    try:
+        raw = read_regular(path, MAX_NOTEBOOK_BYTES)
+    except (OSError, ValueError) as err:
+        return f"The file was not read: {err}."
+    if len(raw) > MAX_NOTEBOOK_BYTES:
+        return f"The file is larger than {MAX_NOTEBOOK_BYTES >> 20} MB."
+    return _count_problem(raw)
+
+
 def read_notebook(path: Path) -> tuple[object | None, str | None]:
     """The notebook at `path`, or None and the reason it cannot be read. Never raises."""
     try:
@@ -113,6 +157,9 @@ def _read_notebook(path: Path) -> tuple[object | None, str | None]:
         return None, too_large
     if not raw.strip():
         return None, "The file is empty, so there is nothing to grade."
+    problem = _count_problem(raw)
+    if problem:
+        return None, problem
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:

@@ -195,10 +195,21 @@ def autograde(config: Config, student: str, lesson: str, preprocessors: list | N
     `preprocessors` (instances among them: config would copy them) as its autograde steps."""
     from nbgrader.converters import Autograde
 
+    from autograder.intake.validate import count_problem
+    from autograder.nbgrader_glue.steps import DropFreeMetadata
+
     course = coursedir(config, assignment_id=lesson, student_id=student)
+    # nbgrader parses every notebook of the submission's folder whole: each is counted first
+    # (intake did so too, but this is the copy nbgrader reads).
+    folder = Path(course.format_path(course.submitted_directory, student, lesson))
+    for path in sorted(folder.glob("*.ipynb")):
+        problem = count_problem(path)
+        if problem:
+            raise ValueError(f"{path.name}: {problem}")
     converter = Autograde(coursedir=course, config=config, log=LOG)
     if preprocessors is not None:
         converter.autograde_preprocessors = preprocessors
+    converter.sanitize_preprocessors = [DropFreeMetadata, *converter.sanitize_preprocessors]
     converter.force = True
     converter.start()
 

@@ -164,13 +164,17 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
         cgroup = Cgroup.create(f"autograder-{os.getpid()}-{host.count}-{os.urandom(6).hex()}",
                                host.memory_limit,
                                host.max_processes)
+    # Without a cgroup, the host measures the notebook's process tree itself, from /proc, and
+    # its sockets' queues through a socket the sandbox sends from its network namespace.
+    diag = socket.socketpair() if host.sandbox and cgroup is None else None
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the notebook's process, measured through the tests)
-        _notebook_main(host, request, events, payload, cgroup, forked_from_zygote)
-    # Without a cgroup, the host measures the notebook's process tree itself, from /proc.
+        _notebook_main(host, request, events, payload, cgroup, forked_from_zygote,
+                       diag[1].detach() if diag else None)
+    if diag:
+        diag[1].close()
     tree = ProcessTree(pid, os.path.join(host.scratch, f"autograder-cpu-{os.getpid()}-"
-                                         f"{host.count}")) \
-        if host.sandbox and cgroup is None else None
+                                         f"{host.count}"), diag[0]) if diag else None
     cpu_file = cgroup.cpu_file() if cgroup is not None else tree.cpu_file if tree else None
     _send(control, {"event": protocol.FORKED, "pid": pid, "cpu_file": cpu_file})
     # While it runs: when its processes reach the memory limit (the kernel then starts
@@ -237,14 +241,14 @@ def _read_line(fd: int) -> dict:
 
 
 def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
-                   forked_from_zygote: bool) -> None:
+                   forked_from_zygote: bool, diag: int | None = None) -> None:
     code = 0
     try:
         die_with_parent()  # nor a notebook its host or zygote
-        shell.close_inherited((events, payload))
+        shell.close_inherited((events, payload) + ((diag,) if diag is not None else ()))
         channel = shell.Channel(events)
         if host.sandbox:
-            confine(host.policy(request.get("files_from"), cgroup), cgroup)
+            confine(host.policy(request.get("files_from"), cgroup), cgroup, diag)
         else:
             os.setsid()
             workdir = tempfile.mkdtemp(prefix="autograder-nosandbox-")
@@ -302,7 +306,8 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
         code = 70
         try:
             os.write(events, (json.dumps({"event": protocol.CRASH,
-                                          "detail": traceback.format_exc()})
+                                          "detail": traceback.format_exc()
+                                          [-protocol.MAX_CRASH_CHARS:]})
                               + "\n").encode())
         except OSError:
             pass

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from autograder.sandbox.limits import GiB, MiB, Cgroup
 from autograder.sandbox.seccomp import install_seccomp, new_session_keyring
+from autograder.sandbox.sockets import send_diag_socket
 from autograder.sandbox.syscalls import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,
                                          CLONE_NEWUSER, CLONE_NEWUTS, MNT_DETACH, MS_BIND,
                                          MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY,
@@ -69,6 +70,9 @@ class Policy:
     memory_limit: int = 4 * GiB  # address space per process (RLIMIT_AS); 0: none
     max_processes: int = 64  # processes and threads of the notebook's uid in its namespace
     max_file_bytes: int = 256 * MiB
+    # Descriptors per process (the grader's 20,000 were inherited): each socket or pipe may hold
+    # kernel buffers that no process maps. torch.distributed and IPython run with far fewer.
+    max_open_files: int = 1024
     root_dir: str = ""  # an empty host folder to build the new root on (made if missing)
     hostname: str = "sandbox"
 
@@ -99,8 +103,13 @@ def python_paths() -> list[str]:
 
 
 _SYSTEM = ["/usr", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-           "/etc/fonts", "/etc/localtime", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
-           "/etc/mime.types", "/etc/ssl/certs", "/etc/alternatives"]
+           "/etc/fonts", "/etc/localtime", "/etc/nsswitch.conf", "/etc/mime.types",
+           "/etc/ssl/certs", "/etc/alternatives"]
+# The sandbox's own accounts, never the machine's (on the class hub, its students' names).
+_ACCOUNTS = {"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                       f"student:x:{INSIDE_UID}:{INSIDE_UID}:student:/home/student:/bin/sh\n"
+                       f"nobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/usr/sbin/nologin\n",
+             "group": f"root:x:0:\nstudent:x:{INSIDE_UID}:\nnogroup:x:{NOBODY}:\n"}
 _DEVICES = ["null", "zero", "full", "random", "urandom"]
 
 
@@ -197,7 +206,8 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
     libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
-def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
+def confine(policy: Policy, cgroup: Cgroup | None = None,
+            diag_channel: int | None = None) -> None:
     """Confine this freshly forked, single-threaded process (see the module's doc). Returns
     in the confined process (the child of PID 1 of its namespace); the calling process never
     returns: it waits and exits with the confined process's status.
@@ -206,7 +216,9 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     namespace (so root can reach every folder it binds); then the process becomes `nobody` and
     enters a new user namespace, which copies those mounts in locked: read-only there cannot be
     undone. As an ordinary user, a first user namespace (mapping the user to 0) builds the view
-    and a second, nested one confines; its mounts are locked the same way."""
+    and a second, nested one confines; its mounts are locked the same way. Without a cgroup,
+    `diag_channel` (a Unix socket to the host) gets a sock_diag socket of the new network
+    namespace, to count its sockets' queues (`autograder.sandbox.sockets`)."""
     os.setsid()
     if cgroup is not None:
         cgroup.add()
@@ -232,6 +244,8 @@ def confine(policy: Policy, cgroup: Cgroup | None = None) -> None:
     write("/proc/self/setgroups", "deny")
     write("/proc/self/uid_map", f"{INSIDE_UID} {outer_uid} 1")
     write("/proc/self/gid_map", f"{INSIDE_UID} {outer_gid} 1")
+    if diag_channel is not None:  # sent and closed before anything is forked
+        send_diag_socket(diag_channel)
     alive_r, alive_w = os.pipe()  # C1 holds the write end while it lives
     child = os.fork()
     if child:  # C1: wait for the namespace's init, then leave with its status
@@ -351,6 +365,10 @@ def _build_root(policy: Policy, owner: int) -> None:
             os.symlink(os.readlink(link), root + link)
         elif os.path.isdir(link):
             _bind(link, root + link)
+    os.makedirs(root + "/etc", exist_ok=True)
+    for name, text in _ACCOUNTS.items():
+        with open(f"{root}/etc/{name}", "w") as handle:
+            handle.write(text)
     os.makedirs(root + "/dev", exist_ok=True)
     for name in _DEVICES:
         _bind(f"/dev/{name}", f"{root}/dev/{name}", readonly=False)
@@ -398,6 +416,7 @@ def _limit(policy: Policy) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (policy.max_processes, policy.max_processes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (policy.max_file_bytes, policy.max_file_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (policy.max_open_files, policy.max_open_files))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 
+from autograder.sandbox.sockets import queued_bytes, receive_diag_socket
 from autograder.sandbox.syscalls import write
 
 GiB = 1 << 30
@@ -182,8 +184,11 @@ class ProcessTree:
     PAGE = os.sysconf("SC_PAGE_SIZE")
     TICK = os.sysconf("SC_CLK_TCK")
 
-    def __init__(self, pid: int, cpu_file: str) -> None:
+    def __init__(self, pid: int, cpu_file: str,
+                 diag_channel: socket.socket | None = None) -> None:
         self.pid, self.cpu_file = pid, cpu_file
+        # Where the sandbox sends a sock_diag socket of its network namespace (`sockets`).
+        self.diag_channel, self.diag = diag_channel, None
         self.write_cpu(0.0)
 
     @staticmethod
@@ -219,7 +224,19 @@ class ProcessTree:
                 continue
             cpu += sum(int(value) for value in fields[11:15]) / self.TICK
             memory += self._pss(pid, int(fields[21]) * self.PAGE)
-        return cpu, memory
+        return cpu, memory + self._queued()
+
+    def _queued(self) -> int:
+        """Bytes in the queues of the sockets of the notebook's network namespace (memory no
+        process maps); 0 until the sandbox has sent its sock_diag socket."""
+        if self.diag is None and self.diag_channel is not None:
+            self.diag = receive_diag_socket(self.diag_channel)
+        if self.diag is None:
+            return 0
+        try:
+            return queued_bytes(self.diag)
+        except OSError:
+            return 0
 
     @staticmethod
     def _pss(pid: int, rss: int) -> int:
@@ -248,6 +265,9 @@ class ProcessTree:
             pass
 
     def remove(self) -> None:
+        for held in (self.diag, self.diag_channel):
+            if held is not None:
+                held.close()
         for path in (self.cpu_file, self.cpu_file + ".new"):
             try:
                 os.remove(path)
@@ -266,8 +286,11 @@ def weaker_limits(memory_limit: int) -> str | None:
             "the memory and CPU time of every process of a notebook from /proc every "
             f"{TREE_POLL_SECONDS} s and stops it past the memory limit ({limit}) or its cells' "
             "time: a peak shorter than that can pass (each process is still held to the limit "
-            "in address space), files it writes into its tmpfs folders (up to 768 MiB) are not "
-            "counted, and its processes are counted by their user namespace (RLIMIT_NPROC). "
+            "in address space), files it writes into its tmpfs folders (up to 768 MiB) and the "
+            "kernel's buffers of its pipes (at most 1024 descriptors per process) are not "
+            "counted (its sockets' queues are), memfds and System V shared memory and message queues are refused "
+            "(nothing would count them), and its processes are counted by their user namespace "
+            "(RLIMIT_NPROC). "
             "For full limits, grade as root on a machine with cgroup v1's memory and pids "
             "controllers, or from a process whose own cgroup v2 folder this account may write "
             "and whose cgroup.subtree_control enables memory and pids (see docs/GRADING.md, "

@@ -33,6 +33,17 @@ _DENIED = {
                 "finit_module": 273, "delete_module": 106, "unshare": 97, "setns": 268,
                 **_SHARED_DENIED},
 }
+# Without a cgroup, memory that no process maps is counted nowhere: memfds and System V shared
+# memory and message queues are denied there (torch, its distributed package over gloo and the
+# course's notebooks use none of them; /dev/shm is a capped tmpfs).
+_UNCOUNTED = {"x86_64": {"memfd_create": 319, "shmget": 29, "msgget": 68},
+              "aarch64": {"memfd_create": 279, "shmget": 194, "msgget": 186}}
+# socket() and socketpair() take only the address families that are per network namespace and
+# that a notebook may need (torch.distributed over the sandbox's loopback uses AF_INET, AF_INET6,
+# AF_UNIX and AF_NETLINK); any other (AF_VSOCK reaches the hypervisor, AF_PACKET, AF_BLUETOOTH,
+# ...) fails with EAFNOSUPPORT.
+_SOCKET_CALLS = {"x86_64": (41, 53), "aarch64": (198, 199)}
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
 _CLONE = {"x86_64": 56, "aarch64": 220}
 _CLONE3 = 435
 _RT_SIGACTION = {"x86_64": 13, "aarch64": 134}
@@ -58,9 +69,10 @@ class _SockFprog(ctypes.Structure):
 
 
 def seccomp_program(machine: str, keep_sigchld: bool = False) -> list[tuple[int, int, int, int]]:
-    """The filter's BPF instructions (code, jt, jf, k) for `machine`. With `keep_sigchld`, a
-    notebook may not change SIGCHLD's action either (ignored, its children would be reaped
-    unseen, and their CPU time with them: only counted that way without a cgroup)."""
+    """The filter's BPF instructions (code, jt, jf, k) for `machine`. With `keep_sigchld` (no
+    cgroup holds the notebook), a notebook may not change SIGCHLD's action either (ignored, its
+    children would be reaped unseen, and their CPU time with them: only counted that way without
+    a cgroup), nor make memory that no process maps (`_UNCOUNTED`)."""
     low = 0 if sys.byteorder == "little" else 4  # the low half of a 64-bit argument
 
     def arg(n: int, high: bool = False) -> int:
@@ -73,6 +85,13 @@ def seccomp_program(machine: str, keep_sigchld: bool = False) -> list[tuple[int,
         prog += [(_JGE, 0, 1, _X32_BIT), (_RET, 0, 0, eperm)]
     for number in sorted(set(_DENIED[machine].values())):
         prog += [(_JEQ, 0, 1, number), (_RET, 0, 0, eperm)]
+    if keep_sigchld:
+        for number in sorted(_UNCOUNTED[machine].values()):
+            prog += [(_JEQ, 0, 1, number), (_RET, 0, 0, eperm)]
+    for number in _SOCKET_CALLS[machine]:  # its family (the first argument): one of four
+        prog += [(_JEQ, 0, 7, number), (_LD_ABS, 0, 0, arg(0)), (_JEQ, 4, 0, AF_UNIX),
+                 (_JEQ, 3, 0, AF_INET), (_JEQ, 2, 0, AF_INET6), (_JEQ, 1, 0, AF_NETLINK),
+                 (_RET, 0, 0, _RET_ERRNO | errno.EAFNOSUPPORT), (_LD_ABS, 0, 0, 0)]
     # clone3 passes its flags in memory, out of the filter's sight: ENOSYS makes the C library
     # fall back to clone, whose flags it sees.
     prog += [(_JEQ, 0, 1, _CLONE3), (_RET, 0, 0, enosys)]

@@ -70,6 +70,11 @@ class _Recorder:
             self.outputs.append({"output_type": "stream", "name": name, "text": text})
 
     def _rich(self, output: dict) -> None:
+        if len(self.outputs) >= protocol.MAX_OUTPUTS and not self.clear_pending:  # kept: no more
+            if "display" not in self.truncated:
+                self.truncated.add("display")
+                self.stream("stderr", "... more displays dropped by the grader ...\n")
+            return
         size = sum(len(str(v)) for v in output.get("data", {}).values())
         if self.display_bytes + size > protocol.MAX_DISPLAY_BYTES:
             self.stream("stderr", "... display output dropped by the grader (too large) ...\n")
@@ -84,22 +89,21 @@ class _Recorder:
         if update and display_id is not None:
             for output in self.outputs:  # update_display_data replaces in place
                 if output.get("_display_id") == display_id:
-                    output["data"], output["metadata"] = _jsonable(data), _jsonable(metadata or {})
+                    output["data"] = _kept_data(data)
             return
-        output = {"output_type": "display_data", "data": _jsonable(data),
-                  "metadata": _jsonable(metadata or {})}
+        output = {"output_type": "display_data", "data": _kept_data(data), "metadata": {}}
         if display_id is not None:
             output["_display_id"] = display_id
         self._rich(output)
 
     def result(self, data: dict, metadata: dict, execution_count: int) -> None:
-        self._rich({"output_type": "execute_result", "data": _jsonable(data),
-                    "metadata": _jsonable(metadata), "execution_count": execution_count})
+        self._rich({"output_type": "execute_result", "data": _kept_data(data),
+                    "metadata": {}, "execution_count": execution_count})
 
     def error(self, ename: str, evalue: str, traceback_lines: list[str]) -> None:
         self._before_output()
         self.outputs.append({"output_type": "error", "ename": ename, "evalue": evalue,
-                             "traceback": list(traceback_lines)})
+                             "traceback": list(traceback_lines)[:protocol.MAX_TRACEBACK_LINES]})
 
     def clear(self, wait: bool) -> None:
         if wait:
@@ -116,9 +120,18 @@ class _Recorder:
         return outputs
 
 
-def _jsonable(value: Any) -> Any:
-    """Display data as JSON would carry it (what a kernel sends over ZMQ)."""
-    return json.loads(json.dumps(value, default=str))
+# The display types the grader reads (text/html only for a figure's alt text); an output's
+# metadata is never read, so none is sent. What a notebook displays stays a few flat strings
+# per output, far within the grader's caps on a cell's end (`protocol.MAX_DONE_VALUES`).
+_SENT_MIME = (*protocol.SAFE_MIME, "text/html")
+
+
+def _kept_data(data: Any) -> dict:
+    """Of a display's data, the strings of the types the grader reads."""
+    if not isinstance(data, dict):
+        return {}
+    return {mime: value for mime, value in data.items()
+            if mime in _SENT_MIME and isinstance(value, str)}
 
 
 _recorder: _Recorder | None = None

@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable
 
 from autograder import protocol
+from autograder.intake.jsonscan import scan
 from autograder.trusted.outputs import clean_done
 from autograder.trusted.payload import Payload
 from autograder.trusted.run import Run
@@ -151,7 +152,10 @@ class Messages:
             if self.run.finished:
                 continue
             try:
-                message = _json(line)
+                message = _message(line)
+                if message is None:
+                    self.stop("died", "it sent more output than the grader keeps")
+                    break
                 handler = self.on_event.get(_event(message))
                 if handler is not None:
                     handler(message)
@@ -382,6 +386,29 @@ def _outcomes_of(reported: Any, runs: list) -> dict:
     prefixes = {f"{name}/{seed}" for name, seed in runs}
     return {key: value for key, value in reported.items()
             if isinstance(key, str) and key.split("/mistake/")[0] in prefixes}
+
+
+def _caps(line: bytes) -> tuple[int, int, int]:
+    """(bytes, containers and values, containers) a notebook's line may hold, by the event it
+    claims at its start: the outcomes get the most, a cell's end less, any other a few."""
+    start = line[:40]
+    if any(start.startswith(b'{"event": "%s"' % e.encode()) for e in protocol.OUTCOMES_EVENTS):
+        return (protocol.MAX_MESSAGE_BYTES, protocol.MAX_OUTCOMES_VALUES,
+                protocol.MAX_OUTCOMES_CONTAINERS)
+    if start.startswith(b'{"event": "%s"' % protocol.DONE.encode()):
+        return protocol.MAX_MESSAGE_BYTES, protocol.MAX_DONE_VALUES, protocol.MAX_DONE_CONTAINERS
+    return (protocol.MAX_OTHER_EVENT_BYTES, protocol.MAX_OTHER_EVENT_VALUES,
+            protocol.MAX_OTHER_EVENT_VALUES)
+
+
+def _message(line: bytes) -> dict | None:
+    """A notebook's message, counted before it is parsed: None when it holds more than its
+    event may (the notebook is stopped); {} when it is no message (nested deeper than any)."""
+    most_bytes, most_values, most_containers = _caps(line)
+    found = scan(line, most_values, protocol.MAX_MESSAGE_DEPTH, max_containers=most_containers)
+    if found.over == "depth":
+        return {}
+    return None if found.over or len(line) > most_bytes else _json(line)
 
 
 def _json(line: bytes) -> dict:

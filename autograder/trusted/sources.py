@@ -136,7 +136,19 @@ def sandbox_source(source: str) -> str:
                 wanted += sorted(reads - reached)
     tree.body = [node for node, bound, _, kind in statements
                  if kind == "import" or (kind != "mistake" and bound & reached)]
+    _strip_docstrings(tree)
     return ast.unparse(tree)
+
+
+def _strip_docstrings(tree: ast.Module) -> None:
+    """Remove the docstring of the module and of every function and class in it (`ast.unparse`
+    keeps them: they are statements); a body left empty gets `pass`."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
 
 
 def last_test(nb: NotebookNode) -> int:
