@@ -86,8 +86,10 @@ def monitor_reentrant(attach_grad_monitor, rng):
     model = stack_net(widths, checkpointed=True, use_reentrant=True)
     scaler = GradScaler("cpu", init_scale=2.0 ** _size(rng, 4, 16),
                         growth_interval=_size(rng, 1, 3))
+    batches = [_batch(rng, widths[0], _size(rng, 1, 9)) for _ in range(_size(rng, 2, 4))]
+    # A reentrant checkpoint passes gradients only to inputs that require them
     return _monitor(attach_grad_monitor, model, scaler,
-                    [_batch(rng, widths[0], _size(rng, 1, 9)) for _ in range(_size(rng, 2, 4))])
+                    [(images.requires_grad_(), labels) for images, labels in batches])
 
 
 @scenario("08-ex1", uses=["attach_grad_monitor"], tolerance=_MONITOR_TOLERANCE,
