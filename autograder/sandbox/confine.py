@@ -7,8 +7,10 @@ init of the sandbox's own that runs none of the notebook's code), that
 
 - has its own user namespace, as an unprivileged uid (1000) mapped to `nobody` when the grader
   runs as root, or to the grader's own uid otherwise; no capabilities, no new privileges;
-- has its own network namespace (no interface but a loopback that is down), IPC and UTS
-  namespaces;
+- has its own network namespace, made for it alone, whose only interface is its own loopback,
+  brought up so that its processes can talk to each other (torch.distributed's gloo over
+  127.0.0.1); nothing outside the namespace, another notebook's included, is reachable; IPC
+  and UTS namespaces of its own;
 - sees a filesystem made for it: an empty root (tmpfs, read-only) holding read-only bind
   mounts of the Python environment and the system libraries, a fresh /proc of its own PID
   namespace, a minimal /dev, and writable tmpfs folders for /tmp and its working folder
@@ -30,13 +32,16 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import platform
 import resource
 import select
 import shutil
 import signal
+import socket
 import stat
+import struct
 import sys
 from dataclasses import dataclass, field
 
@@ -244,6 +249,7 @@ def confine(policy: Policy, cgroup: Cgroup | None = None,
     write("/proc/self/setgroups", "deny")
     write("/proc/self/uid_map", f"{INSIDE_UID} {outer_uid} 1")
     write("/proc/self/gid_map", f"{INSIDE_UID} {outer_gid} 1")
+    loopback_up()
     if diag_channel is not None:  # sent and closed before anything is forked
         send_diag_socket(diag_channel)
     alive_r, alive_w = os.pipe()  # C1 holds the write end while it lives
@@ -292,6 +298,22 @@ def confine(policy: Policy, cgroup: Cgroup | None = None,
     except BaseException as err:  # noqa: BLE001
         os.write(2, f"sandbox: {err}\n".encode())
         os._exit(71)
+
+
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def loopback_up() -> None:
+    """Bring up `lo` in this process's network namespace: the fresh one `confine` has just
+    made for this notebook alone (the new user namespace owns it, so this needs no privilege
+    on the machine). Its only address is 127.0.0.1 (and ::1), reachable only from inside."""
+    request = struct.pack("16sH22x", b"lo", 0)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            flags = struct.unpack("16sH22x", fcntl.ioctl(sock, SIOCGIFFLAGS, request))[1]
+            fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+        except OSError as err:
+            raise SandboxError(f"bring up the sandbox's loopback: {err.strerror}") from err
 
 
 def _wait_for(pid: int, reap: bool = False) -> int:

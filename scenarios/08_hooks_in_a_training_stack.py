@@ -1,0 +1,408 @@
+"""Scenarios of lesson 08 (hooks in a training stack): what the grader observes of each answer.
+
+Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
+Networks are small (a few Linear layers of a few units), their weights and data drawn from
+`rng`; the visible scenarios rebuild the test cells' own examples. Exercise 2 runs for real
+in two processes joined by gloo over the sandbox's own loopback (`run_ddp`).
+"""
+
+import warnings
+from collections import OrderedDict
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.amp import GradScaler
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from coursekit.scenarios import mistake, scenario
+from coursekit.training_stack import Checkpointed, run_ddp, stack_net
+
+
+def _size(rng, low, high):
+    """An integer in [low, high]."""
+    return int(torch.randint(low, high + 1, (), generator=rng))
+
+
+def _widths(rng, low_depth, high_depth):
+    return [_size(rng, 2, 7)] + [_size(rng, 3, 12) for _ in range(_size(rng, low_depth,
+                                                                        high_depth))] + [3]
+
+
+# ------------------------------------------------------- 08-ex1: attach_grad_monitor
+
+def _batch(rng, features, size):
+    return (torch.randn(size, features, generator=rng),
+            torch.randint(0, 3, (size,), generator=rng))
+
+
+def _floats(entries):
+    return [float(entry) for entry in entries]
+
+
+def _monitor(attach_grad_monitor, model, scaler, batches, lr=0.1):
+    """Run the scaled steps with the monitor attached; observe its records, then remove its
+    handles and observe that one more step adds nothing."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history, handles = attach_grad_monitor(model, scaler)
+    for images, labels in batches:
+        optimizer.zero_grad()
+        scaler.scale(F.cross_entropy(model(images), labels)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    observed = {"layers": sorted(str(name) for name in history),
+                "output rms": {str(n): _floats(h["output rms"]) for n, h in history.items()},
+                "grad norm": {str(n): _floats(h["grad norm"]) for n, h in history.items()}}
+    for handle in handles:
+        handle.remove()
+    images, labels = batches[0]
+    scaler.scale(F.cross_entropy(model(images), labels)).backward()
+    observed["entries after the handles were removed and one more step"] = {
+        str(n): len(h["grad norm"]) for n, h in history.items()}
+    return observed
+
+
+_MONITOR_TOLERANCE = {"output rms": (1e-4, 1e-7), "grad norm": (1e-4, 1e-7)}
+
+
+@scenario("08-ex1", uses=["attach_grad_monitor"], visible=True,
+          title="the example of the test cell", tolerance=_MONITOR_TOLERANCE)
+def monitor_visible(attach_grad_monitor, rng):
+    torch.manual_seed(7)
+    monitored = stack_net([5, 12, 12, 12, 3], checkpointed=True)
+    data = torch.Generator().manual_seed(8)
+    batches = [(torch.randn(16, 5, generator=data), torch.randint(0, 3, (16,), generator=data))
+               for _ in range(3)]
+    scaler = GradScaler("cpu", init_scale=256.0, growth_interval=1)
+    return _monitor(attach_grad_monitor, monitored, scaler, batches)
+
+
+@scenario("08-ex1", uses=["attach_grad_monitor"], tolerance=_MONITOR_TOLERANCE,
+          title="a reentrant checkpoint, another scale, a batch of one or more")
+def monitor_reentrant(attach_grad_monitor, rng):
+    widths = _widths(rng, 2, 4)
+    torch.manual_seed(_size(rng, 0, 10_000))
+    model = stack_net(widths, checkpointed=True, use_reentrant=True)
+    scaler = GradScaler("cpu", init_scale=2.0 ** _size(rng, 4, 16),
+                        growth_interval=_size(rng, 1, 3))
+    batches = [_batch(rng, widths[0], _size(rng, 1, 9)) for _ in range(_size(rng, 2, 4))]
+    # A reentrant checkpoint passes gradients only to inputs that require them
+    return _monitor(attach_grad_monitor, model, scaler,
+                    [(images.requires_grad_(), labels) for images, labels in batches])
+
+
+@scenario("08-ex1", uses=["attach_grad_monitor"], tolerance=_MONITOR_TOLERANCE,
+          title="two checkpointed blocks between plain layers, nested names")
+def monitor_nested(attach_grad_monitor, rng):
+    features, width = _size(rng, 2, 6), _size(rng, 3, 10)
+    torch.manual_seed(_size(rng, 0, 10_000))
+
+    def block():
+        return Checkpointed(nn.Sequential(nn.Linear(width, width), nn.Tanh(),
+                                          nn.Linear(width, width), nn.Tanh()),
+                            use_reentrant=bool(_size(rng, 0, 1)))
+
+    model = nn.Sequential(OrderedDict(
+        stem=nn.Linear(features, width), first=block(), second=block(),
+        head=nn.Sequential(nn.Tanh(), nn.Linear(width, 3))))
+    scaler = GradScaler("cpu", init_scale=2.0 ** _size(rng, 0, 12), growth_interval=1)
+    return _monitor(attach_grad_monitor, model, scaler,
+                    [_batch(rng, features, _size(rng, 2, 8)) for _ in range(3)])
+
+
+@scenario("08-ex1", uses=["attach_grad_monitor"], tolerance=_MONITOR_TOLERANCE,
+          title="no checkpoint, a scale that stays")
+def monitor_plain(attach_grad_monitor, rng):
+    widths = _widths(rng, 1, 3)
+    torch.manual_seed(_size(rng, 0, 10_000))
+    scaler = GradScaler("cpu", init_scale=2.0 ** _size(rng, 1, 16))
+    return _monitor(attach_grad_monitor, stack_net(widths), scaler,
+                    [_batch(rng, widths[0], _size(rng, 1, 8)) for _ in range(2)])
+
+
+@mistake("08-ex1", "The forward hook appended the output's statistic, and it runs again in the "
+                   "checkpoint's recomputation during backward: append it when the output's "
+                   "gradient arrives, in the tensor hook.", replaces="attach_grad_monitor")
+def monitor_appends_in_forward(model, scaler):
+    return _monitor_variant(model, scaler, rms_in_forward=True)
+
+
+@mistake("08-ex1", "These are the norms of the scaled gradients the backward pass carries: divide "
+                   "by scaler.get_scale(), read when the gradient arrives.",
+         replaces="attach_grad_monitor")
+def monitor_scaled(model, scaler):
+    return _monitor_variant(model, scaler, unscale=False)
+
+
+def _monitor_variant(model, scaler, rms_in_forward=False, unscale=True):
+    history, handles = {}, []
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        history[name] = {"output rms": [], "grad norm": []}
+
+        def forward_hook(module, args, output, name=name):
+            rms = output.detach().pow(2).mean().sqrt()
+            if rms_in_forward:
+                history[name]["output rms"].append(rms)
+            if not output.requires_grad:
+                return
+
+            def record(grad):
+                if not rms_in_forward:
+                    history[name]["output rms"].append(rms)
+                history[name]["grad norm"].append(
+                    grad.norm() / (scaler.get_scale() if unscale else 1.0))
+
+            output.register_hook(record)
+
+        handles.append(module.register_forward_hook(forward_hook))
+    return history, handles
+
+
+# ------------------------------------------------------- 08-ex2: bucket_norm_hook
+
+def _bucket_run(bucket_norm_hook, widths, bucket_cap_mb, seed, data_seed, steps, batch):
+    """Backward passes (no optimizer step) in two processes with the hook registered:
+    per process, the norm it recorded at each call and the gradients after the last pass."""
+    def worker(rank, world_size):
+        torch.manual_seed(seed)
+        model = stack_net(widths)
+        ddp = DDP(model, bucket_cap_mb=bucket_cap_mb)
+        state = {"norms": []}
+        ddp.register_comm_hook(state, bucket_norm_hook)
+        data = torch.Generator().manual_seed(data_seed + rank)
+        for _ in range(steps):
+            ddp.zero_grad()
+            ddp(torch.randn(batch, widths[0], generator=data)).pow(2).mean().backward()
+        return {"norms": [float(norm) for norm in state["norms"]],
+                "types": sorted({type(norm).__name__ for norm in state["norms"]}),
+                "grads": torch.cat([p.grad.flatten() for p in model.parameters()]).tolist()}
+
+    observed = {}
+    for rank, result in enumerate(run_ddp(worker)):
+        observed[f"bucket norms recorded by process {rank}"] = result["norms"]
+        observed[f"types of the norms of process {rank}"] = result["types"]
+        observed[f"gradients of process {rank} after the last pass"] = torch.tensor(
+            result["grads"])
+    return observed
+
+
+_BUCKET_TOLERANCE = {key: (1e-4, 1e-7) for key in (
+    "bucket norms recorded by process 0", "bucket norms recorded by process 1",
+    "gradients of process 0 after the last pass", "gradients of process 1 after the last pass")}
+
+
+@scenario("08-ex2", uses=["bucket_norm_hook"], visible=True,
+          title="the example of the test cell", tolerance=_BUCKET_TOLERANCE)
+def buckets_visible(bucket_norm_hook, rng):
+    return _bucket_run(bucket_norm_hook, [6, 40, 40, 3], 0.004, seed=5, data_seed=50, steps=2,
+                       batch=8)
+
+
+@scenario("08-ex2", uses=["bucket_norm_hook"], tolerance=_BUCKET_TOLERANCE,
+          title="another network, several buckets, three passes")
+def buckets_random(bucket_norm_hook, rng):
+    widths = [_size(rng, 2, 12)] + [_size(rng, 16, 48) for _ in range(_size(rng, 1, 3))] + [
+        _size(rng, 1, 4)]
+    return _bucket_run(bucket_norm_hook, widths, 0.001 * _size(rng, 1, 6),
+                       seed=_size(rng, 0, 10_000), data_seed=_size(rng, 0, 10_000), steps=3,
+                       batch=_size(rng, 1, 10))
+
+
+@mistake("08-ex2", "These are the norms after averaging: all_reduce works in place, so read the "
+                   "norm of the buffer before communicating.", replaces="bucket_norm_hook")
+def bucket_norm_after_average(state, bucket):
+    buffer = bucket.buffer().div_(dist.get_world_size())
+    work = dist.all_reduce(buffer, async_op=True)
+
+    def record(future):
+        reduced = future.value()[0]
+        state["norms"].append(reduced.norm().item())
+        return reduced
+    return work.get_future().then(record)
+
+
+@mistake("08-ex2", "The gradients are summed over the processes, not averaged: divide the "
+                   "bucket by dist.get_world_size().", replaces="bucket_norm_hook")
+def bucket_summed(state, bucket):
+    state["norms"].append(bucket.buffer().norm().item())
+    work = dist.all_reduce(bucket.buffer(), async_op=True)
+    return work.get_future().then(lambda future: future.value()[0])
+
+
+# ------------------------------------------------------- 08-ex3: first_nonfinite
+
+class ShiftedRoot(nn.Module):
+    """sqrt(x + shift) where x > -shift, else 0: finite forward, NaN gradient below -shift."""
+
+    def __init__(self, shift=1.0):
+        super().__init__()
+        self.shift = shift
+
+    def forward(self, x):
+        return torch.where(x > -self.shift, (x + self.shift).sqrt(), torch.zeros_like(x))
+
+
+class LogAbs(nn.Module):
+    """log|x|: minus infinity in the forward pass where x is exactly 0."""
+
+    def forward(self, x):
+        return x.abs().log()
+
+
+def _hunt(first_nonfinite, model, batches, lr):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        found = first_nonfinite(model, batches, lr)
+    hooks = sum(len(m._forward_hooks) + len(m._backward_hooks) + len(m._forward_pre_hooks)
+                + len(m._backward_pre_hooks) for m in model.modules())
+    observed = {"hooks left on the model": hooks}
+    if found is None or not isinstance(found, tuple) or len(found) != 3:
+        observed["the result"] = None if found is None else repr(found)[:200]
+        return observed
+    step, phase, name = found
+    observed["the result"] = "a (step, phase, name) tuple"
+    observed["step"] = int(step)
+    observed["phase"] = str(phase)
+    observed["module"] = str(name)
+    return observed
+
+
+def _root_net(seed, features=4, width=8):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(features, width), ShiftedRoot(), nn.Linear(width, 1))
+
+
+@scenario("08-ex3", uses=["first_nonfinite"], visible=True,
+          title="the examples of the test cell")
+def hunt_visible(first_nonfinite, rng):
+    data = torch.Generator().manual_seed(3)
+    root_batches = [(torch.randn(8, 4, generator=data),
+                     torch.randn(8, 1, generator=data) * 4) for _ in range(12)]
+    torch.manual_seed(1)
+    blowing_up = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(),
+                               nn.Linear(16, 1))
+    diverging = [(torch.randn(32, 6), torch.randn(32, 1))] * 20
+    return {"root_net(11)": _hunt(first_nonfinite, _root_net(11), root_batches, 0.3),
+            "the diverging run": _hunt(first_nonfinite, blowing_up, diverging, 1.0),
+            "a run that stays finite": _hunt(first_nonfinite, _root_net(11), root_batches[:1],
+                                             0.3)}
+
+
+@scenario("08-ex3", uses=["first_nonfinite"],
+          title="a NaN gradient inside a nested block")
+def hunt_nested_root(first_nonfinite, rng):
+    features, width = _size(rng, 2, 6), _size(rng, 3, 10)
+    torch.manual_seed(_size(rng, 0, 10_000))
+    model = nn.Sequential(OrderedDict(
+        stem=nn.Linear(features, width),
+        block=nn.Sequential(nn.Tanh(), nn.Linear(width, width), ShiftedRoot(0.5)),
+        head=nn.Linear(width, 1)))
+    batches = [(torch.randn(_size(rng, 1, 8), features, generator=rng) * 2,
+                torch.randn(1, 1, generator=rng) * 5) for _ in range(_size(rng, 3, 10))]
+    batches = [(x, y.expand(x.shape[0], 1)) for x, y in batches]
+    return _hunt(first_nonfinite, model, batches, 0.05 * _size(rng, 1, 8))
+
+
+@scenario("08-ex3", uses=["first_nonfinite"],
+          title="a network that diverges: an infinity in the forward pass")
+def hunt_diverging(first_nonfinite, rng):
+    features = _size(rng, 3, 8)
+    torch.manual_seed(_size(rng, 0, 10_000))
+    first, second = _size(rng, 8, 16), _size(rng, 8, 16)
+    model = nn.Sequential(nn.Linear(features, first), nn.ReLU(), nn.Linear(first, second),
+                          nn.ReLU(), nn.Linear(second, 1))
+    x = torch.randn(_size(rng, 8, 32), features, generator=rng)
+    y = torch.randn(x.shape[0], 1, generator=rng)
+    return _hunt(first_nonfinite, model, [(x, y)] * 25, 1.0 + _size(rng, 0, 10) / 10)
+
+
+@scenario("08-ex3", uses=["first_nonfinite"],
+          title="minus infinity from a log, at a step after the first")
+def hunt_log(first_nonfinite, rng):
+    features = _size(rng, 2, 5)
+    torch.manual_seed(_size(rng, 0, 10_000))
+    model = nn.Sequential(nn.Linear(features, 4), LogAbs(), nn.Linear(4, 1))
+    steps = _size(rng, 2, 6)
+    batches = [(torch.randn(_size(rng, 1, 6), features, generator=rng), None)
+               for _ in range(steps)]
+    zero_at = _size(rng, 1, steps - 1)
+    batches = [(x if k != zero_at else torch.zeros_like(x), torch.zeros(x.shape[0], 1))
+               for k, (x, _) in enumerate(batches)]
+    with torch.no_grad():
+        model[0].bias.zero_()
+    return _hunt(first_nonfinite, model, batches, 0.0)
+
+
+@scenario("08-ex3", uses=["first_nonfinite"], title="a run that stays finite")
+def hunt_calm(first_nonfinite, rng):
+    widths = _widths(rng, 1, 3)
+    torch.manual_seed(_size(rng, 0, 10_000))
+    model = stack_net(widths[:-1] + [1])
+    batches = [(torch.randn(_size(rng, 1, 8), widths[0], generator=rng), None)
+               for _ in range(3)]
+    batches = [(x, torch.randn(x.shape[0], 1, generator=rng)) for x, _ in batches]
+    return _hunt(first_nonfinite, model, batches, 0.01)
+
+
+@mistake("08-ex3", "torch.isnan does not see infinities, and an infinity usually comes first: "
+                   "test torch.isfinite(t).all().", replaces="first_nonfinite")
+def hunt_isnan(model, batches, lr):
+    return _hunt_variant(model, batches, lr, bad=lambda t: bool(torch.isnan(t).any()))
+
+
+@mistake("08-ex3", "The backward check reads grad_output, the gradient that arrives at the "
+                   "module; the module whose backward produced a NaN has it in grad_input.",
+         replaces="first_nonfinite")
+def hunt_grad_output(model, batches, lr):
+    return _hunt_variant(model, batches, lr, use_grad_output=True)
+
+
+@mistake("08-ex3", "Only outputs were checked: a NaN that appears in the backward pass alone is "
+                   "missed; check grad_input in a full backward hook too.",
+         replaces="first_nonfinite")
+def hunt_forward_only(model, batches, lr):
+    return _hunt_variant(model, batches, lr, backward=False)
+
+
+@mistake("08-ex3", "The steps are counted from 1: count them from 0, as enumerate does.",
+         replaces="first_nonfinite")
+def hunt_from_one(model, batches, lr):
+    found = _hunt_variant(model, batches, lr)
+    return None if found is None else (found[0] + 1, found[1], found[2])
+
+
+def _hunt_variant(model, batches, lr, bad=lambda t: not bool(torch.isfinite(t).all()),
+                  use_grad_output=False, backward=True):
+    found, current = [], {"step": 0}
+
+    def check(tensors, phase, name):
+        tensors = tensors if isinstance(tensors, tuple) else (tensors,)
+        if any(t is not None and bad(t) for t in tensors):
+            found.append((current["step"], phase, name))
+
+    handles = []
+    for name, module in model.named_modules():
+        if list(module.children()):
+            continue
+        handles.append(module.register_forward_hook(
+            lambda m, args, out, name=name: check(out, "forward", name)))
+        if backward:
+            handles.append(module.register_full_backward_hook(
+                lambda m, grad_in, grad_out, name=name:
+                    check(grad_out if use_grad_output else grad_in, "backward", name)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    try:
+        for step, (inputs, targets) in enumerate(batches):
+            current["step"] = step
+            optimizer.zero_grad()
+            F.mse_loss(model(inputs), targets).backward()
+            if found:
+                return found[0]
+            optimizer.step()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return None
