@@ -33,7 +33,8 @@ def test_documented_values_are_in_the_stored_outputs(lesson):
     missing = []
     for example, values in expected.items():
         if example == "notes":
-            missing += [f"Erratum or Then-and-now note about {v!r}" for v in values if v not in notes]
+            missing += [f"Erratum or Then-and-now note about {v!r}"
+                        for v in values if v not in notes]
             continue
         missing += [f"{example}: {v!r}" for v in values if v not in all_outputs]
     assert not missing, f"{lesson}: documented values missing from stored outputs: {missing}"

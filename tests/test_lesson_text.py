@@ -50,7 +50,8 @@ def test_every_note_on_a_text_is_an_erratum_or_then_and_now(lesson):
             continue
         headings = NOTE.findall(cell.source)
         wrong = [h for h in headings if h not in NOTE_HEADINGS]
-        assert not wrong, f"{lesson}, cell {index}: a note headed {wrong}, not one of {NOTE_HEADINGS}"
+        assert not wrong, \
+            f"{lesson}, cell {index}: a note headed {wrong}, not one of {NOTE_HEADINGS}"
         # A note's name appears only as its heading, so no prose calls an error a change.
         for name in ("Then and now", "Erratum"):
             assert cell.source.count(f"**{name}") == cell.source.count(f"> **{name}."), \

@@ -30,7 +30,8 @@ def test_stored_outputs_hold_with_another_thread_count(lesson, tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "pytest", str(solution_path(lesson)), "-n", "0", "-q"],
         cwd=COURSE_ROOT, env=env, capture_output=True, text=True, timeout=1200)
-    assert marker.exists() and marker.read_text() == str(THREADS), "the kernel did not start with the thread count"
+    assert marker.exists() and marker.read_text() == str(THREADS), \
+        "the kernel did not run the start-up file that sets the thread count"
     assert run.returncode == 0, (
         f"{lesson} with {THREADS} torch thread(s) differs from its stored outputs: print those "
         f"values rounded to what every CPU agrees on\n{run.stdout[-6000:]}")
