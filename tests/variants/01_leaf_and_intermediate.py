@@ -377,7 +377,7 @@ def sgd_step_(w, lr):
     w.grad = None
 '''),
     dict(exercise="01-ex4", name="clears-grad-first", expect="fail", mistake=None,
-         relation="None was used as a value", source='''
+         relation="None was used where a value was needed", source='''
 def sgd_step_(w, lr):
     w.grad = None
     with torch.no_grad():

@@ -279,7 +279,7 @@ def block_gradient(module):
     module.register_full_backward_hook(hook)
 '''),
     dict(exercise="06-ex3", name="only-the-first-input", expect="fail", mistake=None,
-         relation="not zero in some entries that should be",
+         relation="should be all zeros",
          source='''
 def block_gradient(module):
     def hook(module, grad_input, grad_output):
