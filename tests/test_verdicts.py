@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.trusted.outcomes import outcome_problems, read_outcome
-from coursekit.scenarios import Scenario
+from autograder.trusted.outcomes import differences, outcome_problems, read_outcome
+from coursekit.scenarios import Scenario, encode
 
 def T(*data: float) -> dict:
     """A float32 tensor as a report carries it."""
@@ -536,3 +536,38 @@ def test_every_phrase_has_its_evidence_and_every_sentence_said_is_one():
                      "led to it")
     assert not is_phrase("is the result hard-coded?")
     assert not is_phrase("x.grad is one more than expected (off by one)")
+
+
+# --------------------------------------------------------------------------------------------
+# Tolerances fitted to the dtype and to the magnitudes involved
+
+def _as_outcome_tensor(t):
+    return read_outcome({"observations": {"v": encode(t)}}).observations["v"]
+
+
+def test_two_correct_orders_of_one_update_agree_and_a_wrong_one_does_not():
+    """p - lr * (g + wd * p) against p * (1 - lr * wd) - lr * g in float32: entries that nearly
+    cancel differ by rounding of the large terms (about eps × 100 here), which a fixed
+    atol=1e-6 rejected; a missing factor lr on the decay term is still told apart."""
+    import torch
+
+    gen = torch.Generator().manual_seed(7)
+    p, g = torch.randn(4000, generator=gen) * 100, torch.randn(4000, generator=gen) * 100
+    lr, wd = 0.3, 0.05
+    one = p - lr * (g + wd * p)
+    other = p.clone().mul_(1 - lr * wd).sub_(lr * g)
+    assert not torch.equal(one, other)  # they do round differently
+    expected, found = _as_outcome_tensor(one), _as_outcome_tensor(other)
+    assert differences(expected, found, 1e-5, 1e-6, "p", True) == []
+    wrong = _as_outcome_tensor(p - lr * g - wd * p)
+    assert differences(expected, wrong, 1e-5, 1e-6, "p", True)
+
+
+def test_the_tolerance_grows_with_the_scale_of_the_values_not_past_it():
+    from coursekit.tolerance import fitted
+
+    assert fitted("float32", [0.5, -1.0], 1e-5, 1e-6) == (1e-5, 64 * 2.0 ** -23)
+    rtol, atol = fitted("float32", [1000.0, 0.001], 1e-5, 1e-6)
+    assert atol == 64 * 2.0 ** -23 * 1000.0 and rtol == 1e-5
+    assert fitted("int64", [5], 0.0, 0.0) == (0.0, 0.0)
+    assert fitted("float64", [1.0], 1e-5, 1e-6) == (1e-5, 1e-6)  # the check's own are larger

@@ -36,6 +36,7 @@ from typing import Any
 from autograder.text import one_line
 from autograder.trusted.raised import PYTHON_EXCEPTIONS, quotable
 from coursekit.scenarios import MAX_DEPTH, MAX_ELEMENTS, MAX_ITEMS, MAX_STRING, Mistake, Scenario
+from coursekit.tolerance import fitted
 
 MAX_REPORT_BYTES = 64 << 20  # the whole observations report of one notebook
 _DTYPES = {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -269,6 +270,7 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
         if expected.dtype in ("bool",) or expected.dtype.startswith(("int", "uint")):
             same = found.data == expected.data
         else:
+            rtol, atol = fitted(expected.dtype, expected.data, rtol, atol)
             same = all(close(float(f), float(e), rtol, atol)
                        for f, e in zip(found.data, expected.data))
         return [] if same else unlike("the values differ")
