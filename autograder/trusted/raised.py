@@ -29,7 +29,7 @@ _N = r"-?\d{1,6}"
 _SHAPE = rf"\[(?:{_N}(?:, {_N}){{0,7}})?\]"
 _TYPE = (r"(?:NoneType|int|float|complex|str|bool|tuple|list|dict|set|function|method|"
          r"builtin_function_or_method|Tensor|Parameter|module|generator|Size|type|"
-         r"numpy\.ndarray|Module|Linear|Sequential)")
+         r"numpy\.ndarray|Module|Linear|Sequential|RemovableHandle)")
 _QUOTABLE_WHOLE = [re.compile(pattern) for pattern in (
     rf"The size of tensor a \({_N}\) must match the size of tensor b \({_N}\) at "
     rf"non-singleton dimension {_N}",
@@ -122,6 +122,10 @@ MESSAGES: tuple[tuple[str, str, str | None], ...] = (
     ("forward gradient that has a different size",
      "the tangent given to jvp has another shape than the input",
      "make it like the input x (torch.zeros_like(x)), not like the output"),
+    ("not RemovableHandle",
+     "a hook returned the handle that register_hook gives, and it took the place of a value",
+     "a forward hook's return value replaces the module's output, and a lambda returns its "
+     "expression's value: write the hook with def, and let it return nothing"),
     ("but hook returned", "a hook returned a value of a kind it may not return",
      "a hook that acts in place must return None (a lambda returns its expression's value)"),
     ("NoneType", "None was used where a value was needed", None),
