@@ -113,16 +113,23 @@ def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list
     return judge_exercise(runs_judged)
 
 
+@functools.lru_cache(maxsize=4)
+def _reference_runs(lesson: str, exercise: str, seeds: tuple[int, ...]):
+    """The scenarios of `exercise`, their runs and the reference's reports of them (once for
+    all the valid answers of one exercise)."""
+    module = scenario_module(lesson)
+    scenarios, _ = collect(module)
+    mine = [s for s in scenarios if s.exercise == exercise]
+    runs = [(s.name, seed) for s in mine for seed in ((0,) if s.visible else seeds)]
+    return mine, runs, run_scenarios(module, reference_namespace(lesson), runs)
+
+
 def rejected(lesson: str, exercise: str, namespace: dict, seeds) -> list[str]:
     """The hidden scenario runs of `exercise` (each with each of `seeds`, visible ones with
     seed 0) where `namespace` does not match the reference: '<scenario>/<seed>: problems'."""
     from autograder.trusted.outcomes import outcome_problems
 
-    module = scenario_module(lesson)
-    scenarios, _ = collect(module)
-    mine = [s for s in scenarios if s.exercise == exercise]
-    runs = [(s.name, seed) for s in mine for seed in ((0,) if s.visible else seeds)]
-    reference = run_scenarios(module, reference_namespace(lesson), runs)
+    mine, runs, reference = _reference_runs(lesson, exercise, tuple(seeds))
     student = run_scenarios(sandbox_module(lesson), namespace, runs)
     by_name = {s.name: s for s in mine}
     out = []

@@ -571,3 +571,38 @@ def test_the_tolerance_grows_with_the_scale_of_the_values_not_past_it():
     assert atol == 64 * 2.0 ** -23 * 1000.0 and rtol == 1e-5
     assert fitted("int64", [5], 0.0, 0.0) == (0.0, 0.0)
     assert fitted("float64", [1.0], 1e-5, 1e-6) == (1e-5, 1e-6)  # the check's own are larger
+
+
+def test_results_that_cannot_be_read_say_what_was_expected():
+    """Issue 32: "its results could not be reported" becomes what the check expected."""
+    unreadable = read_outcome({"unreportable": "an observation of type Foo cannot be reported"})
+    reference = read_outcome({"observations": {"h.grad": encode(__import__("torch").ones(2)),
+                                               "calls": 1}})
+    (text,) = outcome_problems(_scenario(False), reference, unreadable)
+    assert "could not be reported" not in text
+    assert text.endswith("expected h.grad: a float32 tensor; calls: an int"), text
+    assert "Foo" not in text  # the answer's own text is never quoted
+
+
+def test_a_long_tensor_says_how_many_entries_differ_and_where_the_largest_is():
+    """Issue 32: 4435 parameters printed the same first 8 values as expected and found."""
+    import torch
+
+    expected = torch.arange(300, dtype=torch.float32).reshape(20, 15) / 7
+    found = expected.clone()
+    found[3, 4] += 0.5
+    found[12, 1] -= 2.0
+    e, f = _as_outcome_tensor(expected), _as_outcome_tensor(found)
+    (visible,) = differences(e, f, 1e-5, 1e-6, "w", True)
+    assert visible.startswith("w: 2 of 300 entries differ; the largest difference is at "
+                              "[12, 1]: expected 25.8571, found 23.8571"), visible
+    assert differences(e, f, 1e-5, 1e-6, "w", False) == ["w: 2 of 300 entries differ"]
+
+
+def test_an_entry_named_in_words_is_not_shown_as_an_internal_key():
+    """Issue 32: "a 300-element float32 tensor['stored dtype']" reads as code nobody wrote."""
+    expected = {"stored dtype": "torch.float16", "grads": {"pre": 1.0}}
+    found = {"stored dtype": "torch.float32", "grads": {"pre": 2.0}}
+    said = differences(expected, found, 1e-5, 1e-6, "the packed tensor", True)
+    assert said[0].startswith("the packed tensor: stored dtype: expected"), said
+    assert said[1].startswith("the packed tensor['grads']['pre']: expected"), said

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from autograder.trusted.raised import Relation, raised_relations
-from autograder.trusted.outcomes import Outcome, Tensor, close, differences, kind_of
+from autograder.trusted.outcomes import Outcome, Tensor, close, differences, kind_of, member
 from autograder.trusted.phrases import say
 from coursekit.scenarios import Scenario
 
@@ -183,7 +183,7 @@ def _relate_dict(expected: dict, found: Any, rtol: float, atol: float, name: str
         return say("dict_same", name=name)
     for key, value in expected.items():
         if key in found and differences(value, found[key], rtol, atol, name, True):
-            return relate(value, found[key], rtol, atol, f"{name}[{key!r}]", reveal)
+            return relate(value, found[key], rtol, atol, member(name, key), reveal)
     return None
 
 
