@@ -404,7 +404,7 @@ def jacobian_column(f, x, j):
     return jvp(f, (x,), (u,))[1]
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
-    dict(exercise="04-ex2", name="uses-the-caller-s-x", expect="fail", mistake=None, source='''
+    dict(exercise="04-ex2", name="uses-the-caller-s-x", expect="fail", mistake="added together", source='''
 def jacobian_row(f, x, i):
     x.requires_grad_(True)
     y = f(x)

@@ -417,12 +417,9 @@ def count_calls(model, x):
 '''),
     dict(exercise="06-ex3", name="zeros-for-every-input", expect="pass", mistake=None, source='''
 def block_gradient(module):
-    def hook(module, grad_input, grad_output):
-        out = []
-        for g in grad_input:
-            out.append(g if g is None else g * 0)
-        return tuple(out)
-    return module.register_full_backward_hook(hook)
+    zeros = lambda g: None if g is None else torch.zeros(g.shape, dtype=g.dtype)  # noqa: E731
+    return module.register_full_backward_hook(
+        lambda module, grad_input, grad_output: tuple(map(zeros, grad_input)))
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
     dict(exercise="06-ex1", name="finds-the-layer-among-direct-children", expect="fail", mistake=None, source='''
@@ -438,7 +435,8 @@ def capture_activation(model, layer, x):
             handle.remove()
     return captured.get("out")
 '''),
-    dict(exercise="06-ex3", name="zeroes-grad-output-before-the-module", expect="fail", mistake=None, source='''
+    dict(exercise="06-ex3", name="zeroes-grad-output-before-the-module", expect="fail",
+         mistake="own weights lost their gradient", source='''
 def block_gradient(module):
     def hook(module, grad_output):
         return tuple(None if g is None else torch.zeros_like(g) for g in grad_output)
