@@ -606,3 +606,11 @@ def test_an_entry_named_in_words_is_not_shown_as_an_internal_key():
     said = differences(expected, found, 1e-5, 1e-6, "the packed tensor", True)
     assert said[0].startswith("the packed tensor: stored dtype: expected"), said
     assert said[1].startswith("the packed tensor['grads']['pre']: expected"), said
+
+
+def test_a_frozen_parameter_is_not_said_to_be_detached():
+    """A parameter's requires_grad False (frozen) is no result cut from the graph."""
+    fact, hint = relate(True, False, 0, 0, "requires_grad of each parameter['body.0.weight']",
+                        False)
+    assert "detached" not in fact and fact.endswith("is False, not True") and hint is None
+    assert "detached" in relate(True, False, 0, 0, "y.requires_grad", False)[0]

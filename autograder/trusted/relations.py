@@ -10,6 +10,7 @@ hidden input or expected value.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from autograder.trusted.raised import Relation, raised_relations
@@ -128,8 +129,10 @@ def relate(expected: Any, found: Any, rtol: float, atol: float, name: str,
     if isinstance(expected, Tensor):
         return _relate_tensor(expected, found, rtol, atol, name, reveal)
     if isinstance(expected, bool):
-        if isinstance(found, bool) and found != expected and (
-                "requires_grad" in name or "grad_fn" in name) and expected:
+        # a tensor's own flag (y.requires_grad, "has a grad_fn"), not a parameter's: a frozen
+        # parameter is no result cut from the graph
+        if isinstance(found, bool) and found != expected and expected and \
+                re.search(r"\.requires_grad\b|grad_fn", name) and "parameter" not in name:
             return say("detached", name=name)
         if isinstance(found, bool) and found != expected:
             return say("flag", name=name, found=found, expected=expected)

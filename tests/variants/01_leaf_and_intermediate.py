@@ -411,13 +411,15 @@ def leaves_receiving_grad(output, named):
     return sorted(name for name, t in named.items() if any(t is leaf for leaf in found))
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
-    dict(exercise="01-ex3", name="toggles-requires-grad", expect="fail", mistake=None, source='''
+    dict(exercise="01-ex3", name="toggles-requires-grad", expect="fail", mistake=None,
+         relation="is True, not False", source='''
 def freeze(model, module_name):
     for p in model.get_submodule(module_name).parameters():
         p.requires_grad_(not p.requires_grad)
     return [name for name, p in model.named_parameters() if p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="frozen-names-kept-between-models", expect="fail", mistake=None, source='''
+    dict(exercise="01-ex3", name="frozen-names-kept-between-models", expect="fail", mistake=None,
+         relation="is False, not True", source='''
 FROZEN = set()
 
 def freeze(model, module_name):
@@ -429,7 +431,8 @@ def freeze(model, module_name):
             pass
     return [name for name, p in model.named_parameters() if p.requires_grad]
 '''),
-    dict(exercise="01-ex4", name="step-by-the-size-of-the-gradient", expect="fail", mistake=None, source='''
+    dict(exercise="01-ex4", name="step-by-the-size-of-the-gradient", expect="fail", mistake=None,
+         relation="right on the test cell's example, wrong on these inputs", source='''
 def sgd_step_(w, lr):
     with torch.no_grad():
         w -= lr * w.grad.abs()

@@ -362,6 +362,7 @@ def intermediate_gradient(values):
     # Issue 33: each step made from x, not from the step before: every step retains its
     # gradient, and the test cell says so instead of asking for retain_grad().
     dict(exercise="02-ex3", name="steps-not-chained", expect="fail", mistake=None,
+         relation="is None where a float32 tensor was expected",
          cell="L does not depend on that step", source='''
 def chain_gradients(values, factors):
     x = torch.tensor(values, requires_grad=True)

@@ -329,11 +329,12 @@ def clip_and_count(tensor, low, high, calls=[]):
     return tensor.register_hook(clip), calls
 '''),
     # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
-    dict(exercise="03-ex1", name="multiply-by-not-mask", expect="pass", mistake=None, source='''
+    dict(exercise="03-ex1", name="index-put-on-a-clone", expect="pass", mistake=None, source='''
 def freeze_entries(param, mask):
-    keep = (~mask).to(param.dtype)
     def hook(grad):
-        return grad * keep
+        frozen = grad.clone()
+        frozen[mask] = 0
+        return frozen
     return param.register_hook(hook)
 '''),
     dict(exercise="03-ex2", name="where-and-count-nonzero", expect="pass", mistake=None, source='''

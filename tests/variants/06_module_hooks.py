@@ -422,7 +422,8 @@ def block_gradient(module):
         lambda module, grad_input, grad_output: tuple(map(zeros, grad_input)))
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
-    dict(exercise="06-ex1", name="finds-the-layer-among-direct-children", expect="fail", mistake=None, source='''
+    dict(exercise="06-ex1", name="finds-the-layer-among-direct-children", expect="fail", mistake=None,
+         relation="is None where a float32 tensor was expected", source='''
 def capture_activation(model, layer, x):
     captured = {}
     handles = [child.register_forward_hook(
@@ -442,7 +443,8 @@ def block_gradient(module):
         return tuple(None if g is None else torch.zeros_like(g) for g in grad_output)
     return module.register_full_backward_pre_hook(hook)
 '''),
-    dict(exercise="06-ex3", name="blocks-only-in-training-mode", expect="fail", mistake=None, source='''
+    dict(exercise="06-ex3", name="blocks-only-in-training-mode", expect="fail", mistake=None,
+         relation="should be all zeros", source='''
 def block_gradient(module):
     def hook(module, grad_input, grad_output):
         if not module.training:
