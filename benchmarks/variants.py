@@ -15,9 +15,15 @@ tests/test_misconceptions_grading.py does (minutes). It prints, per lesson and i
     misnamed         caught answers whose feedback names a known mistake other than the one
                      the variant is listed with (a wrong diagnosis)
 
+    cell claims  (in this process only) answers the grader fails whose test cell ran to its
+                 end and said more than "the example passes" (it must say that grading runs
+                 hidden checks, never that the exercise passed), and variants listed with
+                 `cell=` whose test cell did not fail with those words
+
 then each answer not caught, valid answer not kept, misnamed answer, and caught answer whose
-feedback lacks the words its variant lists (`mistake=` or `relation=`);
-and last one line, `caught=<n>/<n> kept=<n>/<n> named=<percent> misnamed=<n>`.
+feedback lacks the words its variant lists (`mistake=` or `relation=`), each exercise with
+fewer than 10 wrong or 3 valid answers listed; and last one line,
+`caught=<n>/<n> kept=<n>/<n> named=<percent> misnamed=<n> cell-claims=<n> thin=<n>`.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ class Result:
     failed: bool
     mistakes: list[str]
     relations: list[str]
+    cell_claims: bool = False  # the test cell says more than the grader decides
+
 
     @property
     def named(self) -> bool:
@@ -81,10 +89,26 @@ def judge_here(lesson: str, listed: list[dict]) -> list[Result]:
             warnings.simplefilter("ignore")
             checks = support.verdict(lesson, variant["exercise"], namespace)
         failed = [c for c in checks if not c.passed]
+        fresh = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+        ran, text = support.run_test_cell(lesson, variant["exercise"], fresh)
+        claims = bool(failed) and ran and ("the example passes" not in text or
+                                           "hidden checks" not in text)
+        if variant.get("cell"):
+            claims = claims or ran or variant["cell"].lower() not in text.lower()
         results.append(Result(lesson, variant["exercise"], variant["name"], variant["expect"],
                               bool(failed), [c.mistake for c in failed if c.mistake],
-                              [r for c in failed for r in c.relations]))
+                              [r for c in failed for r in c.relations], claims))
     return results
+
+
+def thin_exercises(listed: list[dict]) -> list[str]:
+    """The exercises with fewer than 10 wrong or 3 valid answers listed."""
+    counts: dict[str, list[int]] = {}
+    for variant in listed:
+        pair = counts.setdefault(variant["exercise"], [0, 0])
+        pair[variant["expect"] == "pass"] += 1
+    return [f"{exercise} ({wrong} wrong, {valid} valid)"
+            for exercise, (wrong, valid) in sorted(counts.items()) if wrong < 10 or valid < 3]
 
 
 def judge_by_grading(lessons: list[str], jobs: int) -> dict[tuple[str, str, str], Result]:
@@ -124,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such lesson: {', '.join(unknown)} (see solutions/)")
     listed = {lesson: list(suite.variants(lesson)) for lesson in names}
     graded = judge_by_grading(names, args.jobs) if args.grade else None
-    totals = [0, 0, 0, 0, 0, 0]  # wrong, caught, valid, kept, named, misnamed
+    totals = [0, 0, 0, 0, 0, 0, 0, 0]  # wrong, caught, valid, kept, named, misnamed, claims, thin
     print(f"{'lesson':<28} {'wrong caught':>13} {'valid kept':>11} {'named':>11} "
           f"{'misnamed':>9}")
     for lesson in names:
@@ -140,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         kept = [r for r in valid if not r.failed]
         named = [r for r in caught if r.named]
         bad = [r for r in caught if misnamed(r, by_name[(r.exercise, r.name)])]
-        counts = [len(wrong), len(caught), len(valid), len(kept), len(named), len(bad)]
+        claims = [r for r in results if r.cell_claims]
+        thin = thin_exercises(listed[lesson])
+        counts = [len(wrong), len(caught), len(valid), len(kept), len(named), len(bad),
+                  len(claims), len(thin)]
         totals = [t + c for t, c in zip(totals, counts)]
         print(f"{lesson:<28} {len(caught):>6}/{len(wrong):<6} {len(kept):>5}/{len(valid):<5} "
               f"{len(named):>5}/{len(caught):<5} {len(bad):>9}")
@@ -148,14 +175,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {r.exercise} {r.name}: expected to {r.expect}, did not")
         for r in bad:
             print(f"    {r.exercise} {r.name}: misnamed as {r.mistakes[0][:70]!r}")
+        for r in claims:
+            print(f"    {r.exercise} {r.name}: its test cell says more than grading decides")
+        for exercise in thin:
+            print(f"    {exercise}: fewer than 10 wrong or 3 valid answers")
         for r in caught:
             if unsaid(r, by_name[(r.exercise, r.name)]) and not misnamed(
                     r, by_name[(r.exercise, r.name)]):
                 print(f"    {r.exercise} {r.name}: its feedback lacks the words listed for it")
-    wrong, caught, valid, kept, named, bad = totals
+    wrong, caught, valid, kept, named, bad, claims, thin = totals
     share = 100.0 * named / caught if caught else 0.0
-    print(f"caught={caught}/{wrong} kept={kept}/{valid} named={share:.0f}% misnamed={bad}")
-    return 0 if caught == wrong and kept == valid and not bad else 1
+    print(f"caught={caught}/{wrong} kept={kept}/{valid} named={share:.0f}% misnamed={bad} "
+          f"cell-claims={claims} thin={thin}")
+    return 0 if caught == wrong and kept == valid and not bad and not claims and not thin \
+        else 1
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import torch
 
 from coursekit import figures as _figures
 from coursekit.notebook import HINT_PREFIX, MISTAKE_PREFIX, CheckFailed, install
+from coursekit.tolerance import fitted
 
 __all__ = ["check_tensor", "check_equal", "check_true", "check_is_none", "diagnose",
            "CheckFailed"]
@@ -44,8 +45,11 @@ def _as_tensor(value: Any) -> torch.Tensor:
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
+    """Whether `a` is `b` within the tolerances the grader uses too (`coursekit.tolerance`)."""
     if a.shape != b.shape:
         return False
+    if b.is_floating_point():
+        rtol, atol = fitted(str(b.dtype), b.detach().reshape(-1).tolist(), rtol, atol)
     return bool(torch.allclose(a.to(torch.float64), b.to(torch.float64), rtol=rtol, atol=atol))
 
 

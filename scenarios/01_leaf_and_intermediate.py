@@ -413,6 +413,20 @@ def freeze_own_and_nested(freeze, rng):
             "requires_grad of each parameter": _flags(model)}
 
 
+@scenario("01-ex3", uses=["freeze"], title="a partly frozen model, frozen twice")
+def freeze_twice(freeze, rng):
+    """Freezing is idempotent: a module frozen again (or one whose parameters are already
+    partly frozen) stays frozen, and what was frozen before stays so."""
+    model, depth = _nested_model(rng)
+    model.head.bias.requires_grad_(False)            # frozen by the caller beforehand
+    target = f"body.{2 * int(torch.randint(0, depth, (), generator=rng))}"
+    model.get_submodule(target).weight.requires_grad_(False)  # half of the target already
+    first = freeze(model, target)
+    second = freeze(model, target)
+    return {"returned names, first call": first, "returned names, second call": second,
+            "requires_grad of each parameter": _flags(model)}
+
+
 @mistake("01-ex3", "Nothing was frozen: `module.requires_grad = False` only sets a plain "
                    "attribute on the module; call module.requires_grad_(False).")
 def freeze(model, module_name):

@@ -27,7 +27,12 @@ def _values(rng, low: int, high: int) -> list[float]:
 @scenario("02-ex1", uses=["intermediate_gradient"], visible=True,
           title="the example of the test cell")
 def intermediate_visible(intermediate_gradient, rng):
-    return {"h.grad": _float32(intermediate_gradient([1.0, -2.0, 0.5]))}
+    with gradients_delivered() as delivered:
+        h_grad = intermediate_gradient([1.0, -2.0, 0.5])
+    return {"h.grad": _float32(h_grad),
+            # what the test cell checks too: h kept the gradient backward() delivered
+            "h kept its gradient (retain_grad() before backward())":
+                delivered.retaining > 0 and delivered.holds(h_grad)}
 
 
 @scenario("02-ex1", uses=["intermediate_gradient"], title="other values")
@@ -60,8 +65,8 @@ def intermediate_not_retained(values):
     return h.grad
 
 
-@mistake("02-ex1", "h.grad is None: retain_grad() came after backward(), when the gradient "
-                   "had already been freed. Call it before backward().",
+@mistake("02-ex1", "h.grad is None although h.retain_grad() was called: call it before "
+                   "backward(), on the h that L = sum(h**3) is computed from.",
          replaces="intermediate_gradient")
 def intermediate_retained_late(values):
     x = torch.tensor(values, requires_grad=True)
@@ -126,6 +131,12 @@ def collect_visible(collect_gradients, rng):
                 "torch.autograd.grad calls": rules["torch.autograd.grad calls"]}
     later.backward()
     observed["grads['pre'] after another backward"] = grads["pre"]
+    # what the test cell checks too: a second call returns a dict of its own
+    q = torch.tensor([1.0, 2.0], requires_grad=True)
+    doubled = q * 2
+    second = collect_gradients({"doubled": doubled}, (doubled * 3).sum())
+    observed["sorted(the second call's result)"] = sorted(second)
+    observed["sorted(grads) after the second call"] = sorted(grads)
     return observed
 
 

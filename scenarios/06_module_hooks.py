@@ -496,6 +496,19 @@ def block_middle_layer(block_gradient, rng):
     return observed
 
 
+@scenario("06-ex3", uses=["block_gradient"], title="a network in eval mode")
+def block_in_eval_mode(block_gradient, rng):
+    """The block holds whatever the module's mode: a network evaluated (eval()) still
+    trains through backward(), and the hook must stop the gradient there too."""
+    a, b = _size(rng, 2, 5), _size(rng, 2, 6)
+    net = _randomise(nn.Sequential(nn.Linear(a, b), nn.Tanh(), nn.Linear(b, 1)), rng).eval()
+    x = torch.randn(_size(rng, 1, 4), a, generator=rng, requires_grad=True)
+    block_gradient(net[1])
+    net(x).pow(2).sum().backward()
+    return {"x.grad": x.grad, "net[0].weight.grad": net[0].weight.grad,
+            "net[2].weight.grad": net[2].weight.grad}
+
+
 @scenario("06-ex3", uses=["block_gradient"],
           title="a residual block whose gate branch is blocked (the skip path must still carry "
                 "the gradient)")

@@ -111,3 +111,58 @@ def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list
         runs_judged.append(ScenarioRun(by_name[name], read_outcome(reference[key]),
                                        read_outcome(student[key]), wrong))
     return judge_exercise(runs_judged)
+
+
+@functools.lru_cache(maxsize=4)
+def _reference_runs(lesson: str, exercise: str, seeds: tuple[int, ...]):
+    """The scenarios of `exercise`, their runs and the reference's reports of them (once for
+    all the valid answers of one exercise)."""
+    module = scenario_module(lesson)
+    scenarios, _ = collect(module)
+    mine = [s for s in scenarios if s.exercise == exercise]
+    runs = [(s.name, seed) for s in mine for seed in ((0,) if s.visible else seeds)]
+    return mine, runs, run_scenarios(module, reference_namespace(lesson), runs)
+
+
+def rejected(lesson: str, exercise: str, namespace: dict, seeds) -> list[str]:
+    """The hidden scenario runs of `exercise` (each with each of `seeds`, visible ones with
+    seed 0) where `namespace` does not match the reference: '<scenario>/<seed>: problems'."""
+    from autograder.trusted.outcomes import outcome_problems
+
+    mine, runs, reference = _reference_runs(lesson, exercise, tuple(seeds))
+    student = run_scenarios(sandbox_module(lesson), namespace, runs)
+    by_name = {s.name: s for s in mine}
+    out = []
+    for name, seed in runs:
+        key = f"{name}/{seed}"
+        problems = outcome_problems(by_name[name], read_outcome(reference[key]),
+                                    read_outcome(student[key]))
+        if problems:
+            out.append(f"{key}: {problems[:2]}")
+    return out
+
+
+def test_cell(lesson: str, exercise: str) -> str:
+    """The source of the test cell of `exercise` in the solution notebook."""
+    for cell in solution(lesson).cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == f"{exercise}-test":
+            return cell.source
+    raise KeyError(f"no test cell {exercise}-test in {lesson}")
+
+
+def run_test_cell(lesson: str, exercise: str, namespace: dict) -> tuple[bool, str]:
+    """Run the test cell of `exercise` on `namespace` (as the student's kernel does after the
+    answer cell): (whether it ran to its end, what it printed or the error's message)."""
+    import matplotlib.pyplot as plt
+    here, out = os.getcwd(), io.StringIO()
+    os.chdir(ROOT / "solutions" / lesson)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            exec(compile(test_cell(lesson, exercise), f"<{exercise} test>", "exec"),  # noqa: S102
+                 dict(namespace))
+        return True, out.getvalue()
+    except Exception as err:  # noqa: BLE001 (a wrong answer may raise anything)
+        return False, f"{type(err).__name__}: {err}"
+    finally:
+        plt.close("all")
+        os.chdir(here)

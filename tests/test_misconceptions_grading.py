@@ -41,8 +41,8 @@ from autograder.release import COURSE_ROOT, lessons
 
 LESSONS = lessons(COURSE_ROOT)
 VARIANTS_DIR = COURSE_ROOT / "tests" / "variants"
-MIN_WRONG = 4  # wrong answers with a named mistake, per exercise (issue 13)
-MIN_VALID = 1  # valid alternatives, per exercise
+MIN_WRONG = 10  # wrong answers with a named mistake or relation, per exercise (issue 32)
+MIN_VALID = 3  # valid alternatives, per exercise (issue 32)
 # A fixed course secret: the hidden scenarios' inputs are drawn from it (per student), so a
 # run of this module grades the same inputs every time.
 SECRET = "6d69736365707469" * 8

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from autograder.release import lessons
+from autograder.trusted.phrases import is_phrase
 from coursekit.scenarios import collect
 
 import scenario_support as support
@@ -80,6 +81,10 @@ def test_every_mistake_is_told_apart_from_the_reference(lesson, exercise):
 
 
 VARIANT_CASES = [(lesson, v) for lesson in LESSONS for v in variants(lesson)]
+# grouped by exercise, so that the reference runs once for all the valid answers of one
+VALID_CASES = sorted(((lesson, v) for lesson, v in VARIANT_CASES if v["expect"] == "pass"),
+                     key=lambda case: (case[0], case[1]["exercise"]))
+SECRETS = 50
 
 
 @pytest.mark.parametrize("lesson,variant", VARIANT_CASES,
@@ -92,6 +97,9 @@ def test_variant(lesson, variant):
         return
     failed = [c for c in checks if not c.passed]
     assert failed, "this wrong answer passes every scenario"
+    # Everything the grader says on its own comes from its one list of phrases.
+    said = [text for c in failed for text in c.relations + c.hints]
+    assert all(is_phrase(text) for text in said), [t for t in said if not is_phrase(t)]
     if variant.get("mistake"):
         named = [c.mistake for c in failed if c.mistake]
         assert any(variant["mistake"].lower() in m.lower() for m in named), \
@@ -344,3 +352,54 @@ def f_two(x):
         for mistake_name in {m.func.__name__ for m in mistakes}:
             assert mistake_name not in sandbox or not hasattr(sandbox[mistake_name],
                                                               "__mistake__"), lesson
+
+
+# --------------------------------------------------------------------------------------------
+# Tolerances that fit the computation: no valid answer is rejected under any course secret
+
+@pytest.mark.parametrize("lesson,variant", VALID_CASES,
+                         ids=[f"{v['exercise']}-{v['name']}" for _, v in VALID_CASES])
+def test_a_valid_answer_passes_under_many_course_secrets(lesson, variant):
+    """Each valid alternative keeps its points on the hidden inputs that 50 course secrets
+    draw (the seeds the grading command derives), judged by the same trusted comparison."""
+    from autograder.trusted.seeds import scenario_seed
+
+    seeds = [scenario_seed(bytes([k]) * 32, "student", variant["exercise"], "s", "digest")
+             for k in range(SECRETS)]
+    namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+    failing = support.rejected(lesson, variant["exercise"], namespace, seeds)
+    assert not failing, failing
+
+
+# --------------------------------------------------------------------------------------------
+# One judge: what the test cell says of an answer agrees with what grading decides
+
+CELL_CASES = [(lesson, v) for lesson, v in VARIANT_CASES if v.get("cell")]
+
+
+@pytest.mark.parametrize("lesson,variant", CELL_CASES,
+                         ids=[f"{v['exercise']}-{v['name']}" for _, v in CELL_CASES])
+def test_the_test_cell_fails_the_answer_and_says_why(lesson, variant):
+    """The answers whose test cell said "passed" before grading gave 0 (issue 32), and those
+    it told a mistake they did not make (issue 33): the cell fails them, in the words listed."""
+    namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+    ran, text = support.run_test_cell(lesson, variant["exercise"], namespace)
+    assert not ran, f"the test cell passes a wrong answer: {text}"
+    assert variant["cell"].lower() in text.lower(), text
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_a_test_cell_never_says_passed_for_an_answer_grading_fails(lesson):
+    """A test cell that runs to its end says that its example passed and that grading runs
+    hidden checks too, never that the exercise passed; it passes every valid answer."""
+    wrong_but_quiet, valid_failed = [], []
+    for variant in variants(lesson):
+        namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+        ran, text = support.run_test_cell(lesson, variant["exercise"], namespace)
+        if variant["expect"] == "pass" and not ran:
+            valid_failed.append((variant["name"], text))
+        if ran and (re.search(r"Exercise \d passed", text) or
+                    "the example passes" not in text or "hidden checks" not in text):
+            wrong_but_quiet.append((variant["name"], text))
+    assert not wrong_but_quiet, wrong_but_quiet
+    assert not valid_failed, valid_failed

@@ -36,6 +36,7 @@ from typing import Any
 from autograder.text import one_line
 from autograder.trusted.raised import PYTHON_EXCEPTIONS, quotable
 from coursekit.scenarios import MAX_DEPTH, MAX_ELEMENTS, MAX_ITEMS, MAX_STRING, Mistake, Scenario
+from coursekit.tolerance import fitted
 
 MAX_REPORT_BYTES = 64 << 20  # the whole observations report of one notebook
 _DTYPES = {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -226,6 +227,14 @@ def _short(value: Any, limit: int = 120) -> str:
 _PLAIN_STRING = re.compile(r"[A-Za-z0-9_ .,'-]*")
 
 
+def member(where: str, key: str) -> str:
+    """How feedback names the entry `key` of the observation `where`: as code (grads['pre'])
+    when the key is a name, else in words ("the packed tensor: stored dtype")."""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", key):
+        return f"{where}[{key!r}]"
+    return f"{where}: {key}"
+
+
 def kind_of(value: Any) -> str:
     if isinstance(value, Tensor):
         return f"a {value.dtype} tensor"
@@ -267,11 +276,16 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
         if found.dtype != expected.dtype:
             return [f"{where}: dtype {found.dtype}, expected {expected.dtype}"]
         if expected.dtype in ("bool",) or expected.dtype.startswith(("int", "uint")):
-            same = found.data == expected.data
+            wrong = [i for i, (f, e) in enumerate(zip(found.data, expected.data)) if f != e]
         else:
-            same = all(close(float(f), float(e), rtol, atol)
-                       for f, e in zip(found.data, expected.data))
-        return [] if same else unlike("the values differ")
+            rtol, atol = fitted(expected.dtype, expected.data, rtol, atol)
+            wrong = [i for i, (f, e) in enumerate(zip(found.data, expected.data))
+                     if not close(float(f), float(e), rtol, atol)]
+        if not wrong:
+            return []
+        if len(expected.data) <= 8:
+            return unlike("the values differ")
+        return [_many_differ(where, expected, found, wrong, reveal)]
     if isinstance(expected, bool) or expected is None or isinstance(expected, str):
         if type(found) is not type(expected):
             return [f"{where}: expected {kind_of(expected)}, found {kind_of(found)}"]
@@ -309,9 +323,32 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
         for key in expected:
             if key in found:
                 problems += differences(expected[key], found[key], rtol, atol,
-                                        f"{where}[{key!r}]", reveal)
+                                        member(where, key), reveal)
         return problems
     raise TypeError(f"unexpected reference value {type(expected).__name__}")  # pragma: no cover
+
+
+def _many_differ(where: str, expected: Tensor, found: Tensor, wrong: list[int],
+                 reveal: bool) -> str:
+    """A long tensor that differs: how many entries, and on a visible check where the largest
+    difference is and its size (a hidden check tells the count only: the position and size
+    of a difference would tell a hidden expected value)."""
+    text = f"{where}: {len(wrong)} of {len(expected.data)} entries differ"
+    if not reveal:
+        return text
+
+    def gap(i: int) -> float:
+        d = abs(float(found.data[i]) - float(expected.data[i]))
+        return math.inf if math.isnan(d) else d
+
+    worst = max(wrong, key=gap)
+    index, rest = [], worst
+    for size in reversed(expected.shape):
+        index.append(rest % size if size else 0)
+        rest //= size if size else 1
+    at = ", ".join(str(i) for i in reversed(index))
+    return (f"{text}; the largest difference is at [{at}]: expected "
+            f"{_number(expected.data[worst])}, found {_number(found.data[worst])}")
 
 
 class ScenarioBroken(RuntimeError):
@@ -331,9 +368,11 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome,
     if student.raised:
         return [raised_text(student, scenario.visible and quote)]
     if student.observations is None:
-        return ["its results could not be reported: every observation must be plain data "
-                "(tensors, numbers, strings, booleans, None, lists and dicts of them) within "
-                "the size limits"]
+        expected = "; ".join(f"{key}: {kind_of(value)}" for key, value in
+                             list(reference.observations.items())[:3])
+        return [f"the answer gave a value the check cannot read (not a tensor, number, string, "
+                f"bool, None, list or dict of them, or one past the size limits); expected "
+                f"{expected}"]
     problems = []
     expected, found = reference.observations, student.observations
     for key, value in expected.items():

@@ -29,7 +29,7 @@ _N = r"-?\d{1,6}"
 _SHAPE = rf"\[(?:{_N}(?:, {_N}){{0,7}})?\]"
 _TYPE = (r"(?:NoneType|int|float|complex|str|bool|tuple|list|dict|set|function|method|"
          r"builtin_function_or_method|Tensor|Parameter|module|generator|Size|type|"
-         r"numpy\.ndarray|Module|Linear|Sequential)")
+         r"numpy\.ndarray|Module|Linear|Sequential|RemovableHandle)")
 _QUOTABLE_WHOLE = [re.compile(pattern) for pattern in (
     rf"The size of tensor a \({_N}\) must match the size of tensor b \({_N}\) at "
     rf"non-singleton dimension {_N}",
@@ -96,11 +96,12 @@ def quotable(message: str) -> str | None:
 
 
 # An exception's message is untrusted text, never quoted on a hidden check; these patterns only
-# choose one of the grader's own sentences.
-_MESSAGES: tuple[tuple[str, str, str], ...] = (
+# choose one of the grader's own sentences (part of the list of phrases, see `phrases`): a fact
+# the message decides and, where the message decides it too, what to do.
+MESSAGES: tuple[tuple[str, str, str | None], ...] = (
     ("does not require grad and does not have a grad_fn",
-     "backward() met a tensor with no grad_fn: a result was cut from the graph (detached)",
-     "detach(), .data, torch.no_grad(), .item() or a new tensor made from values?"),
+     "backward() met a tensor with no grad_fn: no tensor that requires grad led to it",
+     None),
     ("a leaf Variable that requires grad is being used in an in-place operation",
      "an in-place change of a leaf tensor that requires grad",
      "change parameters in place under torch.no_grad()"),
@@ -111,7 +112,7 @@ _MESSAGES: tuple[tuple[str, str, str], ...] = (
      "retain_graph=True on the first backward(), or build the graph again"),
     ("has changed the size of value",
      "a hook returned a gradient of another shape than the one it received",
-     "a tensor built from fixed values, or one of another tensor's shape?"),
+     "return a tensor of the shape of the gradient the hook receives"),
     ("has changed the type of value",
      "a hook returned a gradient of another dtype than the one it received",
      "return a tensor computed from the gradient it receives"),
@@ -121,16 +122,16 @@ _MESSAGES: tuple[tuple[str, str, str], ...] = (
     ("forward gradient that has a different size",
      "the tangent given to jvp has another shape than the input",
      "make it like the input x (torch.zeros_like(x)), not like the output"),
+    ("not RemovableHandle",
+     "a hook returned the handle that register_hook gives, and it took the place of a value",
+     "a forward hook's return value replaces the module's output, and a lambda returns its "
+     "expression's value: write the hook with def, and let it return nothing"),
     ("but hook returned", "a hook returned a value of a kind it may not return",
      "a hook that acts in place must return None (a lambda returns its expression's value)"),
-    ("NoneType", "None was used as a value",
-     "a .grad that was never filled, or a function that returns nothing?"),
-    ("must match the size of tensor", "the shapes of two tensors do not fit together",
-     "a transposed tensor, or a dimension missing or kept?"),
-    ("cannot be multiplied", "the shapes of a matrix product do not fit together",
-     "a transposed tensor, or a dimension missing or kept?"),
-    ("expected scalar type", "two tensors of different dtypes met",
-     "a float64 or integer tensor where float32 was meant?"),
+    ("NoneType", "None was used where a value was needed", None),
+    ("must match the size of tensor", "the shapes of two tensors do not fit together", None),
+    ("cannot be multiplied", "the shapes of a matrix product do not fit together", None),
+    ("expected scalar type", "two tensors of different dtypes met", None),
     ("grad can be implicitly created only for scalar outputs",
      "backward() was called on a tensor with more than one element without a gradient for it",
      "pass gradient= (a vector) to backward(), or reduce to a scalar first"),
@@ -138,13 +139,13 @@ _MESSAGES: tuple[tuple[str, str, str], ...] = (
 
 
 def message_kind(message: str) -> int | None:
-    """Which of the messages the grader knows `message` is (an index of _MESSAGES), if any."""
-    return next((i for i, (pattern, _, _) in enumerate(_MESSAGES) if pattern in message), None)
+    """Which of the messages the grader knows `message` is (an index of MESSAGES), if any."""
+    return next((i for i, (pattern, _, _) in enumerate(MESSAGES) if pattern in message), None)
 
 
 def raised_relations(message: str) -> list[Relation]:
     """The grader's own sentence (and hint) for an exception's `message`, when one fits."""
-    for pattern, fact, hint in _MESSAGES:
+    for pattern, fact, hint in MESSAGES:
         if pattern in message:
             return [(fact, hint)]
     return []

@@ -10,10 +10,12 @@ hidden input or expected value.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from autograder.trusted.raised import Relation, raised_relations
-from autograder.trusted.outcomes import Outcome, Tensor, close, differences, kind_of
+from autograder.trusted.outcomes import Outcome, Tensor, close, differences, kind_of, member
+from autograder.trusted.phrases import say
 from coursekit.scenarios import Scenario
 
 _SMALL = 10
@@ -56,8 +58,7 @@ def _other_key(key: str, found: Any, expected: dict, scenario: Scenario) -> Rela
             continue
         rtol, atol = scenario.tolerance_for(other)
         if not differences(value, found, rtol, atol, other, True):
-            return (f"{key} holds what {other} should be",
-                    "the right value returned or stored in the wrong place?")
+            return say("wrong_place", name=key, other=other)
     return None
 
 
@@ -90,34 +91,26 @@ def _factor(k: float, reveal: bool, name: str, many: bool = True) -> Relation:
     limit = 1000 if reveal else _SMALL
     values = "values" if many else "value"
     if n == -1:
-        return (f"{name} has the sign flipped (−1 × the expected {values})",
-                "a minus sign too many or missing, or a step up the gradient instead of down?"
-                if many else None)
+        return say("sign", name=name, values=values)
     if n is not None and 2 <= abs(n) <= limit:
         sign = "" if n > 0 else ", with the sign flipped"
         word = {2: "twice", 3: "three times"}.get(abs(n), f"{abs(n)} times")
-        hint = ("accumulated over two passes or calls, or a term counted twice?" if abs(n) == 2
-                else f"accumulated over {abs(n)} passes or calls, or summed over {abs(n)} "
-                     "items where one was meant?")
-        return f"{name} is {word} the expected {values}{sign} (×{n})", hint if many else None
+        return say("times", name=name, word=word, values=values, sign=sign, n=n)
     if m is not None and 2 <= abs(m) <= limit:
         sign = "" if m > 0 else ", with the sign flipped"
         word = "half" if abs(m) == 2 else f"1/{abs(m)} of"
-        return (f"{name} is {word} the expected {values}{sign} (×1/{abs(m)})",
-                "a mean where a sum was meant, a division by the number of items, or a factor "
-                "missing (d/dx x² = 2x)?" if many else None)
+        return say("fraction", name=name, word=word, values=values, sign=sign, m=abs(m))
     if reveal:
-        return f"{name} is the expected {values} times {k:.4g}", None
-    return f"{name} is the expected {values} times one constant factor", None
+        return say("times_shown", name=name, values=values, k=f"{k:.4g}")
+    return say("times_constant", name=name, values=values)
 
 
 def _offset(d: float, reveal: bool, name: str) -> Relation:
     n = _whole(d)
     if n is not None and abs(n) == 1:
-        more = "one more" if n > 0 else "one less"
-        return f"{name} is {more} than expected (off by one)", None
+        return say("one_off", name=name, more="one more" if n > 0 else "one less")
     shown = (f" ({n:+d})" if n is not None else f" ({d:+.4g})") if reveal else ""
-    return f"{name} is the expected values shifted by one constant{shown}", None
+    return say("shifted", name=name, shown=shown)
 
 
 def relate(expected: Any, found: Any, rtol: float, atol: float, name: str,
@@ -126,12 +119,9 @@ def relate(expected: Any, found: Any, rtol: float, atol: float, name: str,
     relation the grader knows holds. `reveal` False: no number of a hidden check is quoted
     but a small whole factor or offset."""
     if found is None and expected is not None:
-        return (f"{name} is None where {kind_of(expected)} was expected",
-                "a function that returns nothing, or a .grad that no gradient reached "
-                "(detached, made under torch.no_grad(), not a leaf)?")
+        return say("none", name=name, kind=kind_of(expected))
     if expected is None and found is not None:
-        hint = "a .grad that was not cleared (set it to None)?" if "grad" in name else None
-        return f"{name} should be None, found {kind_of(found)}", hint
+        return say("not_none", name=name, kind=kind_of(found))
     if isinstance(expected, dict):
         return _relate_dict(expected, found, rtol, atol, name, reveal)
     if isinstance(expected, list):
@@ -139,12 +129,13 @@ def relate(expected: Any, found: Any, rtol: float, atol: float, name: str,
     if isinstance(expected, Tensor):
         return _relate_tensor(expected, found, rtol, atol, name, reveal)
     if isinstance(expected, bool):
-        if isinstance(found, bool) and found != expected and (
-                "requires_grad" in name or "grad_fn" in name) and expected:
-            return (f"{name} is False: the result is detached from the graph",
-                    "detach(), .data, torch.no_grad(), .item() or a NumPy round trip?")
+        # a tensor's own flag (y.requires_grad, "has a grad_fn"), not a parameter's: a frozen
+        # parameter is no result cut from the graph
+        if isinstance(found, bool) and found != expected and expected and \
+                re.search(r"\.requires_grad\b|grad_fn", name) and "parameter" not in name:
+            return say("detached", name=name)
         if isinstance(found, bool) and found != expected:
-            return f"{name} is {found}, not {expected}", None
+            return say("flag", name=name, found=found, expected=expected)
         return None
     if isinstance(expected, (int, float)):
         return _relate_number(expected, found, rtol, atol, name, reveal)
@@ -155,18 +146,16 @@ def _relate_number(expected: float, found: Any, rtol: float, atol: float, name: 
                    reveal: bool) -> Relation | None:
     if isinstance(found, Tensor) and len(found.data) == 1:
         if close(float(found.data[0]), float(expected), rtol, atol):
-            return (f"{name} is a one-element tensor where a plain number was expected",
-                    "use .item() or int(...)")
+            return say("one_element", name=name)
         return None
     if isinstance(found, bool) or not isinstance(found, (int, float)):
         return None
     if type(found) is not type(expected) and close(float(found), float(expected), rtol, atol):
-        return (f"{name} is the right value as {kind_of(found)}, {kind_of(expected)} was expected",
-                None)
+        return say("number_kind", name=name, found=kind_of(found), expected=kind_of(expected))
     if isinstance(found, float) and math.isnan(found):
-        return f"{name} is NaN", "a 0/0, or a log or square root of a negative number?"
+        return say("nan_number", name=name)
     if expected and found == 0:
-        return f"{name} is 0", None
+        return say("zero_number", name=name)
     if expected and found:
         k = found / expected
         if _simple(k, reveal):
@@ -181,26 +170,23 @@ def _relate_dict(expected: dict, found: Any, rtol: float, atol: float, name: str
     if isinstance(found, list):
         values = list(expected.values())
         if len(found) == len(values) and not differences(values, found, rtol, atol, name, True):
-            return (f"{name} is a list of the right values where a dict (name → value) was "
-                    "asked", "build a dict keyed by name")
-        return f"{name} is a list where a dict (name → value) was asked", None
+            return say("list_for_dict", name=name)
+        return say("list_not_dict", name=name)
     if not isinstance(found, dict):
         return None
     if set(found) > set(expected) and all(
             not differences(value, found[key], rtol, atol, name, True)
             for key, value in expected.items()):
-        return (f"{name} holds the expected entries, and more",
-                "entries kept from an earlier call (a dict made outside the function)?")
+        return say("dict_more", name=name)
     values = [found[key] for key in expected if key in found]
     if len(values) >= 2 and len(values) == len(expected) and all(
             not differences(values[0], v, rtol, atol, name, True) for v in values) and \
             not all(not differences(v, values[0], rtol, atol, name, True)
                     for v in expected.values()):
-        return (f"{name}: every entry is the same, where the expected ones differ",
-                "the same value stored or counted for every name?")
+        return say("dict_same", name=name)
     for key, value in expected.items():
         if key in found and differences(value, found[key], rtol, atol, name, True):
-            return relate(value, found[key], rtol, atol, f"{name}[{key!r}]", reveal)
+            return relate(value, found[key], rtol, atol, member(name, key), reveal)
     return None
 
 
@@ -214,15 +200,13 @@ def _relate_list(expected: list, found: Any, rtol: float, atol: float, name: str
 
     n, m = len(expected), len(found)
     if m == 0 and n:
-        return f"{name} is empty", "the hook or step never ran, or another list was filled?"
+        return say("empty", name=name)
     if m > n and all(same(f, e) for f, e in zip(found, expected)):
-        return (f"{name} holds the expected items, then more after them",
-                "items kept from an earlier call, or a hook that was not removed?")
+        return say("more_after", name=name)
     if m > n and n and all(same(f, e) for f, e in zip(found[m - n:], expected)):
-        return (f"{name} holds more items before the expected ones",
-                "a list or state kept between calls (made outside the function)?")
+        return say("more_before", name=name)
     if m < n and m and all(same(f, e) for f, e in zip(found, expected)):
-        return f"{name} stops early: the first items are right, the rest are missing", None
+        return say("stops_early", name=name)
     if m != n:
         return None
     wrong = [i for i in range(n) if not same(found[i], expected[i])]
@@ -231,22 +215,17 @@ def _relate_list(expected: list, found: Any, rtol: float, atol: float, name: str
     numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool)
                   for x in expected + found)
     if numbers and not any(found) and any(expected):
-        return f"{name} holds only zeros", None
+        return say("only_zeros", name=name)
     if n >= 2 and all(same(f, found[0]) for f in found) and \
             not all(same(e, expected[0]) for e in expected):
-        return (f"{name}: every item is the same, where the expected ones differ",
-                "the result ignores the argument (an index, an input) that changes between "
-                "them?")
+        return say("items_same", name=name)
     if n >= 2 and all(same(found[i], expected[n - 1 - i]) for i in range(n)):
-        return f"{name} holds the right items in reverse order", None
+        return say("reverse_items", name=name)
     if n >= 2 and _permutation(found, expected, same):
-        return f"{name} holds the right items in another order", None
+        return say("other_order", name=name)
     if wrong[0] >= 1:
         running = _accumulated(expected, found, rtol, atol)
-        fact = (f"{name}: each item adds up the expected ones so far (accumulated)" if running
-                else f"{name}: the first item is right, a later one is not")
-        return fact, ("state kept between calls or passes: a .grad not cleared, a hook not "
-                      "removed, a list or tensor made once and reused?")
+        return say("accumulated" if running else "first_right", name=name)
     return relate(expected[wrong[0]], found[wrong[0]], rtol, atol, f"{name}[{wrong[0]}]",
                   reveal)
 
@@ -288,29 +267,23 @@ def _relate_tensor(expected: Tensor, found: Any, rtol: float, atol: float, name:
                    reveal: bool) -> Relation | None:
     if not isinstance(found, Tensor):
         if isinstance(found, list) and expected.shape and len(found) == expected.shape[0]:
-            return f"{name} is a list where a tensor was expected", "torch.stack the items?"
+            return say("list_for_tensor", name=name)
         if isinstance(found, (int, float)) and not isinstance(found, bool) and \
                 len(expected.data) == 1 and close(float(found), float(expected.data[0]),
                                                    rtol, atol):
-            return f"{name} is a plain number where a tensor was expected", None
+            return say("number_for_tensor", name=name)
         return None
     e, f = _floats(expected), _floats(found)
     if found.shape != expected.shape:
         return _relate_shape(expected, found, e, f, rtol, atol, name)
     if found.dtype != expected.dtype:
         if _all_close(f, e, rtol, atol):
-            hint = ("a NumPy array or dtype=torch.float64 on the way?"
-                    if found.dtype == "float64" else
-                    "torch.tensor of whole numbers is int64 and a comparison gives bool: "
-                    "convert with .float() or keep the input's dtype" if not
-                    found.dtype.startswith(("float", "bfloat")) else None)
-            return (f"{name} has the right values as {found.dtype}, {expected.dtype} was "
-                    "expected", hint)
+            return say("dtype_values", name=name, found=found.dtype, expected=expected.dtype)
         relation = _relate_values(expected, e, f, rtol, atol, name, reveal)
         if relation is None:
             return None
-        return f"{relation[0]} (and its dtype is {found.dtype}, not {expected.dtype})", \
-            relation[1]
+        return say("and_dtype", fact=relation[0], found=found.dtype,
+                   expected=expected.dtype)[0], relation[1]
     return _relate_values(expected, e, f, rtol, atol, name, reveal)
 
 
@@ -320,19 +293,16 @@ def _relate_shape(expected: Tensor, found: Tensor, e: list[float], f: list[float
     if len(e) == len(f):
         if len(es) == 2 and fs == (es[1], es[0]) and _all_close(
                 f, _transpose(e, es), rtol, atol):
-            return f"{name} is the expected values transposed", "a .T or a swapped dimension?"
+            return say("transposed", name=name)
         if [d for d in es if d != 1] == [d for d in fs if d != 1] and _all_close(f, e, rtol, atol):
-            return (f"{name} has the right values with a dimension of size 1 added or missing",
-                    "unsqueeze, squeeze, keepdim= or a view?")
+            return say("size_one", name=name)
         if _all_close(f, e, rtol, atol):
-            return f"{name} has the right values, laid out in another shape", "a reshape or view?"
+            return say("reshaped", name=name)
         return None
     if len(f) > len(e) and _broadcasts(es, fs):
-        return (f"{name} is larger than expected, in a shape that broadcasting makes from the "
-                "expected one", "a (n,) tensor combined with a (n, 1) one broadcasts to (n, n)")
+        return say("broadcast", name=name)
     if len(f) < len(e) and _broadcasts(fs, es):
-        return (f"{name} is smaller than expected: a dimension is missing",
-                "a dimension summed or averaged away (sum(), mean(), keepdim=)?")
+        return say("dimension_missing", name=name)
     return None
 
 
@@ -356,20 +326,20 @@ def _relate_values(expected: Tensor, e: list[float], f: list[float], rtol: float
     if not n:
         return None
     if any(math.isnan(x) for x in f) and not any(math.isnan(x) for x in e):
-        return (f"{name} holds NaN", "a 0/0, a log or square root of a negative number, or "
-                                     "inf - inf?")
+        return say("nan", name=name)
     if any(math.isinf(x) for x in f) and not any(math.isinf(x) for x in e):
-        return f"{name} holds inf", "a division by zero, or a value that overflowed?"
+        return say("inf", name=name)
     if any(math.isnan(x) or math.isinf(x) for x in e + f):
         return None
     if expected.dtype == "bool":
         if all((a != 0) != (b != 0) for a, b in zip(f, e)):
-            return f"{name} is the opposite in every entry", "a mask the wrong way round?"
+            return say("opposite", name=name)
         return None
     if any(e) and not any(f):
-        return (f"{name} is all zeros",
-                "the gradient stopped somewhere (detach(), torch.no_grad(), a hook that returns "
-                "zeros), or it was zeroed after use?")
+        return say("zeros", name=name)
+    if not any(e):
+        # Every expected value is zero: no mask, factor or offset can be told from that.
+        return say("should_be_zeros", name=name, count=sum(1 for x in f if x), total=n)
     nonzero = sum(1 for x in e if x)
     if nonzero >= 2 or n == 1 and nonzero:
         k = sum(a * b for a, b in zip(f, e)) / sum(b * b for b in e)
@@ -385,12 +355,12 @@ def _relate_values(expected: Tensor, e: list[float], f: list[float], rtol: float
     shape = expected.shape
     if len(shape) == 2 and shape[0] == shape[1] > 1 and _all_close(
             f, _transpose(e, shape), rtol, atol):
-        return f"{name} is the expected values transposed", "a .T or a swapped dimension?"
+        return say("transposed", name=name)
     rows = shape[0] if shape else 1
     width = n // rows if rows else 0
     as_rows = [e[i * width:(i + 1) * width] for i in range(rows)]
     if rows >= 2 and _all_close(f, [x for row in reversed(as_rows) for x in row], rtol, atol):
-        return f"{name} holds the expected values in reverse order", "a flip or a reversed loop?"
+        return say("reversed", name=name)
     if rows >= 3:
         for step in (1, -1):
             rolled = as_rows[-step:] + as_rows[:-step]
@@ -400,21 +370,16 @@ def _relate_values(expected: Tensor, e: list[float], f: list[float], rtol: float
             else:
                 fits = _all_close(f[:-width], flat[:-width], rtol, atol)
             if fits:
-                return (f"{name} holds the expected values shifted by one position",
-                        "an index one off (i + 1 or i - 1), or a range that starts one late?")
+                return say("rolled", name=name)
     if sorted(f) == sorted(e) or n > 1 and _all_close(sorted(f), sorted(e), rtol, atol):
-        return (f"{name} holds the right values in another order",
-                "an index, a permutation or a dimension mixed up?")
+        return say("permuted", name=name)
     zero_where_not = [i for i in range(n) if e[i] and not f[i]]
     extra = [i for i in range(n) if f[i] and not e[i]]
     agree = all(close(f[i], e[i], rtol, atol) for i in range(n) if e[i] and f[i])
     if agree and zero_where_not and extra:
-        return (f"{name} is zero where the expected values are not, and not zero where they "
-                "are", "a mask the wrong way round?")
+        return say("mask_swapped", name=name)
     if agree and zero_where_not:
-        return (f"{name} is right where it is not zero, but zero in some entries that should "
-                "not be", "a mask or condition that zeroes too much?")
+        return say("mask_more", name=name)
     if agree and extra:
-        return (f"{name} is right where the expected values are not zero, but not zero in some "
-                "entries that should be", "a mask or condition that is not applied everywhere?")
+        return say("mask_less", name=name)
     return None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from autograder.trusted.raised import Relation, message_kind
 from autograder.trusted.outcomes import Outcome, ScenarioRun, differences, outcome_problems
+from autograder.trusted.phrases import say
 from autograder.trusted.relations import scenario_relations
 from coursekit.scenarios import Mistake, Scenario
 
@@ -98,14 +99,7 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
         fitted = wrong is None or not shared or bool(wrong & shared)
         if visible_ok and not check.visible and run.student.stopped is None and not first_call \
                 and fitted:
-            if stateful:
-                found.append(("right on the test cell's example, which runs first, and wrong "
-                              "on these later calls", _STATE_HINT))
-            else:
-                found.append(("right on the test cell's example, wrong on these inputs",
-                              "does the answer rely on the example's values, shape or size (a "
-                              "hard-coded or special-cased result), or on state an earlier "
-                              "call left behind (the example runs first)?"))
+            found.append(say("example_first" if stateful else "example_only"))
         # What the other scenarios tell comes first: it says more than one value's relation.
         check.relations = list(dict.fromkeys([fact for fact, _ in found] + check.relations))
         check.hints = list(dict.fromkeys([hint for _, hint in found if hint] + check.hints))
@@ -199,8 +193,7 @@ def _across_scenarios(run: ScenarioRun, runs: list[ScenarioRun]) -> list[Relatio
             rtol, atol = run.scenario.tolerance_for(key)
             if differences(here, student[key], rtol, atol, key, True) and \
                     not differences(value, student[key], rtol, atol, key, True):
-                out.append((f"{key} is the test cell example's value, whatever the inputs",
-                            "is the result hard-coded, or computed from the example's values?"))
+                out.append(say("example_value", name=key))
     return out[:2]
 
 
@@ -212,8 +205,6 @@ _ORDER_KEYS = ("call 1 (A)", "call 2 (B)", "call 3 (B again)", "call 4 (A again)
 _ORDER_KEY = re.compile(r"(?P<what>.+), (?:call 1 \(A\)|call 2 \(B\)|call 3 \(B again\)|"
                         r"call 4 \(A again\))")
 FIRST_CALL = "right on the first call"
-_STATE_HINT = ("state kept between calls: a list, dict or counter made outside the function "
-               "or as a default argument, a hook not removed, a .grad not cleared?")
 
 
 def _order_relations(run: ScenarioRun) -> list[Relation]:
@@ -232,11 +223,9 @@ def _order_relations(run: ScenarioRun) -> list[Relation]:
         again = [bool(differences(found[keys[i]], found[keys[j]], rtol, atol, keys[j], True))
                  for i, j in ((0, 3), (1, 2))]
         if right[0] and not any(right[1:]):
-            out.append((f"{what}: {FIRST_CALL} only, wrong on every later call", _STATE_HINT))
+            out.append(say("first_call_only", name=what))
         elif right[0] and not right[3]:
-            out.append((f"{what}: {FIRST_CALL}, wrong when the same call came again after "
-                        "another one", _STATE_HINT))
+            out.append(say("first_call_again", name=what))
         elif any(again):
-            out.append((f"{what}: the result depends on the order of calls (the same call gave "
-                        "another result the second time)", _STATE_HINT))
+            out.append(say("order", name=what))
     return out

@@ -24,7 +24,7 @@ def leaf_gradients(p_values, q_values):
     (r ** 2).sum().backward()
     return p.grad, q.grad
 '''),
-    dict(exercise="01-ex1", name="mean-not-sum", expect="fail", mistake="not a mean", source='''
+    dict(exercise="01-ex1", name="mean-not-sum", cell="s is a mean, not a sum", expect="fail", mistake="not a mean", source='''
 def leaf_gradients(p_values, q_values):
     p = torch.tensor(p_values, requires_grad=True)
     q = torch.tensor(q_values, requires_grad=True)
@@ -232,7 +232,7 @@ def sgd_step_(w, lr):
     w -= lr * w.grad
     w.grad = None
 '''),
-    dict(exercise="01-ex4", name="new-data", expect="fail", mistake="new storage", source='''
+    dict(exercise="01-ex4", name="new-data", cell="w is still the same leaf, but its values now live in new memory", expect="fail", mistake="new storage", source='''
 def sgd_step_(w, lr):
     w.data = w.data - lr * w.grad
     w.grad = None
@@ -377,7 +377,7 @@ def sgd_step_(w, lr):
     w.grad = None
 '''),
     dict(exercise="01-ex4", name="clears-grad-first", expect="fail", mistake=None,
-         relation="None was used as a value", source='''
+         relation="None was used where a value was needed", source='''
 def sgd_step_(w, lr):
     w.grad = None
     with torch.no_grad():
@@ -386,6 +386,56 @@ def sgd_step_(w, lr):
     dict(exercise="01-ex4", name="data-in-place", expect="pass", mistake=None, source='''
 def sgd_step_(w, lr):
     w.data.sub_(lr * w.grad)
+    w.grad = None
+'''),
+    # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
+    dict(exercise="01-ex1", name="requires-grad-in-place", expect="pass", mistake=None, source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values).requires_grad_()
+    q = torch.tensor(q_values).requires_grad_()
+    torch.sum((p * q) ** 2 + p).backward()
+    return p.grad, q.grad
+'''),
+    dict(exercise="01-ex2", name="stack-and-visited-set", expect="pass", mistake=None, source='''
+def leaves_receiving_grad(output, named):
+    found, seen, todo = [], set(), [output.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        leaf = getattr(node, "variable", None)
+        if leaf is not None:
+            found.append(leaf)
+        todo.extend(child for child, _ in node.next_functions)
+    return sorted(name for name, t in named.items() if any(t is leaf for leaf in found))
+'''),
+    # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
+    dict(exercise="01-ex3", name="toggles-requires-grad", expect="fail", mistake=None,
+         relation="is True, not False", source='''
+def freeze(model, module_name):
+    for p in model.get_submodule(module_name).parameters():
+        p.requires_grad_(not p.requires_grad)
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex3", name="frozen-names-kept-between-models", expect="fail", mistake=None,
+         relation="is False, not True", source='''
+FROZEN = set()
+
+def freeze(model, module_name):
+    FROZEN.add(module_name)
+    for name in FROZEN:
+        try:
+            model.get_submodule(name).requires_grad_(False)
+        except AttributeError:
+            pass
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+'''),
+    dict(exercise="01-ex4", name="step-by-the-size-of-the-gradient", expect="fail", mistake=None,
+         relation="right on the test cell's example, wrong on these inputs", source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w -= lr * w.grad.abs()
     w.grad = None
 '''),
 ]

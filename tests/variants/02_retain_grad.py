@@ -24,7 +24,7 @@ def intermediate_gradient(values):
     loss.backward()
     return h.grad
 '''),
-    dict(exercise="02-ex1", name="retain-after-backward", expect="fail", mistake="came after backward",
+    dict(exercise="02-ex1", name="retain-after-backward", expect="fail", mistake="call it before backward()",
          source='''
 def intermediate_gradient(values):
     x = torch.tensor(values, requires_grad=True)
@@ -33,7 +33,7 @@ def intermediate_gradient(values):
     h.retain_grad()
     return h.grad
 '''),
-    dict(exercise="02-ex1", name="mean", expect="fail", mistake="not a mean", source='''
+    dict(exercise="02-ex1", name="mean", cell="L is a mean of h**3, not a sum", expect="fail", mistake="not a mean", source='''
 def intermediate_gradient(values):
     x = torch.tensor(values, requires_grad=True)
     h = x * x
@@ -114,7 +114,7 @@ def collect_gradients(named, loss):
     loss.backward()
     return grads
 '''),
-    dict(exercise="02-ex2", name="shared-dict", expect="fail", mistake=None, relation="expected entries, and more",
+    dict(exercise="02-ex2", name="shared-dict", cell="a dict of its own", expect="fail", mistake=None, relation="expected entries, and more",
          source='''
 GRADS = {}
 
@@ -274,7 +274,7 @@ def intermediate_gradient(values):
     torch.autograd.backward(h.pow(3).sum())
     return h.grad
 '''),
-    dict(exercise="02-ex2", name="removed-before-backward", expect="fail",
+    dict(exercise="02-ex2", name="removed-before-backward", cell="the dict is empty", expect="fail",
          mistake="removed before loss.backward()", source='''
 def collect_gradients(named, loss):
     grads = {}
@@ -342,7 +342,7 @@ def chain_gradients(values, factors):
     return [step.grad for step in steps[1:]]
 '''),
     # A dict kept between calls (a default argument): the two-orders scenario says so.
-    dict(exercise="02-ex2", name="dict-as-default-argument", expect="fail", mistake=None,
+    dict(exercise="02-ex2", name="dict-as-default-argument", cell="a dict of its own", expect="fail", mistake=None,
          relation="depends on the order of calls", source='''
 def collect_gradients(named, loss, grads={}):
     handles = [t.register_hook(save_into(grads, n)) for n, t in named.items()]
@@ -350,5 +350,58 @@ def collect_gradients(named, loss, grads={}):
     for h in handles:
         h.remove()
     return grads
+'''),
+    # Issue 32: the test cell printed "passed" and grading gave 0 (retain_grad() is the rule).
+    dict(exercise="02-ex1", name="autograd-grad", expect="fail", mistake=None,
+         cell="h did not keep them", source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    return torch.autograd.grad((h ** 3).sum(), h)[0]
+'''),
+    # Issue 33: each step made from x, not from the step before: every step retains its
+    # gradient, and the test cell says so instead of asking for retain_grad().
+    dict(exercise="02-ex3", name="steps-not-chained", expect="fail", mistake=None,
+         relation="is None where a float32 tensor was expected",
+         cell="L does not depend on that step", source='''
+def chain_gradients(values, factors):
+    x = torch.tensor(values, requires_grad=True)
+    steps = []
+    for factor in factors:
+        h = x * factor + 1
+        h.retain_grad()
+        steps.append(h)
+    (steps[-1] ** 2).sum().backward()
+    return [step.grad for step in steps]
+'''),
+    # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
+    dict(exercise="02-ex1", name="loss-as-einsum", expect="pass", mistake=None, source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, dtype=torch.float32, requires_grad=True)
+    h = x.pow(2)
+    h.retain_grad()
+    torch.einsum("i,i->", h ** 2, h).backward()
+    return h.grad
+'''),
+    dict(exercise="02-ex2", name="handles-in-a-dict", expect="pass", mistake=None, source='''
+def collect_gradients(named, loss):
+    grads = {}
+    handles = {name: t.register_hook(save_into(grads, name)) for name, t in named.items()}
+    loss.backward()
+    for handle in handles.values():
+        handle.remove()
+    return dict(grads)
+'''),
+    dict(exercise="02-ex3", name="steps-in-a-while-loop", expect="pass", mistake=None, source='''
+def chain_gradients(values, factors):
+    h = torch.tensor(values, requires_grad=True)
+    steps, k = [], 0
+    while k < len(factors):
+        h = torch.add(torch.mul(h, factors[k]), 1.0)
+        h.retain_grad()
+        steps.append(h)
+        k += 1
+    h.pow(2).sum().backward()
+    return [s.grad for s in steps]
 '''),
 ]

@@ -125,7 +125,7 @@ def clip_and_count(tensor, low, high):
         clipped = torch.clamp(grad, low, high)
     return tensor.register_hook(clip), calls
 '''),
-    dict(exercise="03-ex2", name="shared-global-list", expect="fail", mistake=None,
+    dict(exercise="03-ex2", name="shared-global-list", cell="a list of its own", expect="fail", mistake=None,
          relation="more items before the expected ones",
          source='''
 calls = []
@@ -163,8 +163,10 @@ def clip_and_count(tensor, low, high):
         return grad.clamp(low, high)
     return tensor.register_hook(clip), calls
 '''),
+    # The test cell's second call (one entry to clip) catches the count fitted to the example.
     dict(exercise="03-ex2", name="hard-coded-visible", expect="fail", mistake=None,
-         relation="right on the test cell's example", source='''
+         relation="the counts of the second call (the hook on p)[0] is three times",
+         source='''
 def clip_and_count(tensor, low, high):
     calls = []
     def clip(grad):
@@ -318,12 +320,43 @@ def sgd_in_backward(params, lr):
         handles.insert(0, param.register_post_accumulate_grad_hook(step))
     return handles
 '''),
-    dict(exercise="03-ex2", name="calls-as-default-argument", expect="fail", mistake=None,
+    dict(exercise="03-ex2", name="calls-as-default-argument", cell="a list of its own", expect="fail", mistake=None,
          relation="depends on the order of calls", source='''
 def clip_and_count(tensor, low, high, calls=[]):
     def clip(grad):
         calls.append(int(((grad < low) | (grad > high)).sum()))
         return grad.clamp(low, high)
     return tensor.register_hook(clip), calls
+'''),
+    # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
+    dict(exercise="03-ex1", name="index-put-on-a-clone", expect="pass", mistake=None, source='''
+def freeze_entries(param, mask):
+    def hook(grad):
+        frozen = grad.clone()
+        frozen[mask] = 0
+        return frozen
+    return param.register_hook(hook)
+'''),
+    dict(exercise="03-ex2", name="where-and-count-nonzero", expect="pass", mistake=None, source='''
+def clip_and_count(tensor, low, high):
+    counts = []
+    def hook(grad):
+        outside = (grad < low).logical_or(grad > high)
+        counts.append(int(torch.count_nonzero(outside)))
+        return torch.where(grad < low, torch.full_like(grad, low),
+                           torch.where(grad > high, torch.full_like(grad, high), grad))
+    handle = tensor.register_hook(hook)
+    return handle, counts
+'''),
+    dict(exercise="03-ex3", name="sub-under-no-grad-and-loop", expect="pass", mistake=None, source='''
+def sgd_in_backward(params, lr):
+    handles = []
+    for param in params:
+        def step(p):
+            with torch.no_grad():
+                p.sub_(lr * p.grad)
+            p.grad = None
+        handles.append(param.register_post_accumulate_grad_hook(step))
+    return handles
 '''),
 ]

@@ -388,4 +388,29 @@ def jacobian_column(f, x, j):
     rows = torch.func.vmap(vjp_fn)(torch.eye(y.numel()))[0]
     return rows[:, j]
 '''),
+    # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
+    dict(exercise="04-ex2", name="autograd-grad-with-one-hot", expect="pass", mistake=None, source='''
+def jacobian_row(f, x, i):
+    x = x.detach().requires_grad_(True)
+    y = f(x)
+    v = torch.zeros_like(y)
+    v[i] = 1
+    (row,) = torch.autograd.grad(y, x, grad_outputs=v)
+    return row
+'''),
+    dict(exercise="04-ex3", name="one-hot-by-index-put", expect="pass", mistake=None, source='''
+def jacobian_column(f, x, j):
+    u = torch.zeros_like(x).index_fill(0, torch.tensor([j]), 1.0)
+    return jvp(f, (x,), (u,))[1]
+'''),
+    # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
+    dict(exercise="04-ex2", name="uses-the-caller-s-x", expect="fail", mistake="added together", source='''
+def jacobian_row(f, x, i):
+    x.requires_grad_(True)
+    y = f(x)
+    v = torch.zeros_like(y)
+    v[i] = 1.0
+    y.backward(v)
+    return x.grad
+'''),
 ]

@@ -710,4 +710,45 @@ class Softplus(Function):
         (x,) = ctx.saved_tensors
         return grad_output / (1 + torch.exp(-x))
 '''),
+    # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
+    dict(exercise="05-ex2", name="masked-fill-in-backward", expect="pass", mistake=None,
+         source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sgn(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output.masked_fill((x < -1) | (x > 1), 0.0)
+'''),
+    dict(exercise="05-ex4", name="softplus-by-log1p", expect="pass", mistake=None, source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.special.expit(x)
+'''),
+    # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
+    dict(exercise="05-ex3", name="clamps-only-from-above", expect="fail", mistake="Only the upper bound", source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.clamp(max=ctx.bound), None
+'''),
 ]

@@ -279,7 +279,7 @@ def block_gradient(module):
     module.register_full_backward_hook(hook)
 '''),
     dict(exercise="06-ex3", name="only-the-first-input", expect="fail", mistake=None,
-         relation="not zero in some entries that should be",
+         relation="should be all zeros",
          source='''
 def block_gradient(module):
     def hook(module, grad_input, grad_output):
@@ -385,5 +385,71 @@ def count_calls(model, x):
     for handle in handles:
         handle.remove()
     return {name: COUNTS[name] for name in names}
+'''),
+    # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
+    dict(exercise="06-ex1", name="list-and-clone", expect="pass", mistake=None, source='''
+def capture_activation(model, layer, x):
+    seen = []
+    handle = layer.register_forward_hook(lambda m, a, out: seen.append(out.clone().detach()))
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return seen[0]
+'''),
+    dict(exercise="06-ex2", name="defaultdict-and-modules", expect="pass", mistake=None, source='''
+import collections
+
+def count_calls(model, x):
+    counts = collections.Counter({name: 0 for name, _ in model.named_modules() if name})
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            def hook(module, args, output, name=name):
+                counts[name] += 1
+            handles.append(module.register_forward_hook(hook))
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return dict(counts)
+'''),
+    dict(exercise="06-ex3", name="zeros-for-every-input", expect="pass", mistake=None, source='''
+def block_gradient(module):
+    zeros = lambda g: None if g is None else torch.zeros(g.shape, dtype=g.dtype)  # noqa: E731
+    return module.register_full_backward_hook(
+        lambda module, grad_input, grad_output: tuple(map(zeros, grad_input)))
+'''),
+    # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
+    dict(exercise="06-ex1", name="finds-the-layer-among-direct-children", expect="fail", mistake=None,
+         relation="is None where a float32 tensor was expected", source='''
+def capture_activation(model, layer, x):
+    captured = {}
+    handles = [child.register_forward_hook(
+                   lambda m, a, out: captured.__setitem__("out", out.detach().clone()))
+               for child in model.children() if child is layer]
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return captured.get("out")
+'''),
+    dict(exercise="06-ex3", name="zeroes-grad-output-before-the-module", expect="fail",
+         mistake="own weights lost their gradient", source='''
+def block_gradient(module):
+    def hook(module, grad_output):
+        return tuple(None if g is None else torch.zeros_like(g) for g in grad_output)
+    return module.register_full_backward_pre_hook(hook)
+'''),
+    dict(exercise="06-ex3", name="blocks-only-in-training-mode", expect="fail", mistake=None,
+         relation="should be all zeros", source='''
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        if not module.training:
+            return None
+        return tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
+    return module.register_full_backward_hook(hook)
 '''),
 ]

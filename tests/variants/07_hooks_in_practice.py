@@ -541,6 +541,18 @@ def attach_sgd_hooks(model, lr, weight_decay):
         param.grad = None
     return [param.register_post_accumulate_grad_hook(step) for param in model.parameters()]
 '''),
+    # A valid answer that lost its points under one course secret of two (issue 32): the
+    # update rounds differently from the reference's in float32, well within what the
+    # computation allows.
+    dict(exercise="07-ex3", name="copy-of-the-whole-update", expect="pass", mistake=None,
+         source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(p):
+        with torch.no_grad():
+            p.copy_(p - lr * (p.grad + weight_decay * p))
+        p.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
     dict(exercise="07-ex3", name="decay-not-scaled-by-lr", expect="fail", mistake="without the factor lr", source='''
 def attach_sgd_hooks(model, lr, weight_decay):
     def step(param):
@@ -597,6 +609,63 @@ def float16_hooks(min_elements):
     def unpack(packed):
         dtype, stored = packed
         return stored.to(dtype)
+    return pack, unpack, counts
+'''),
+    # Issue 33: a lambda forward hook returns the handle register_hook gives, which replaces the
+    # layer's output; the test cell explains instead of showing a raw TypeError.
+    dict(exercise="07-ex1", name="lambda-forward-hook-returns-a-handle", expect="fail",
+         mistake=None, cell="a lambda returns its expression's value", source='''
+def output_grad_norms(model, images, labels):
+    norms, handles = {}, []
+    for name, child in model.named_children():
+        if isinstance(child, nn.Linear):
+            handles.append(child.register_forward_hook(
+                lambda module, inputs, output, name=name: output.register_hook(
+                    lambda grad: norms.__setitem__(name, grad.norm().item()))))
+    try:
+        F.cross_entropy(model(images), labels).backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return norms
+'''),
+    # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
+    dict(exercise="07-ex1", name="hooks-on-modules-by-isinstance", expect="pass", mistake=None, source='''
+def output_grad_norms(model, images, labels):
+    norms, handles = {}, []
+    order = [name for name, child in model.named_children() if isinstance(child, nn.Linear)]
+
+    def make(name):
+        def forward_hook(module, inputs, output):
+            def tensor_hook(grad):
+                norms[name] = float(grad.norm())
+            output.register_hook(tensor_hook)
+        return forward_hook
+
+    for name in order:
+        handles.append(getattr(model, name).register_forward_hook(make(name)))
+    try:
+        F.cross_entropy(model(images), labels).backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {name: norms[name] for name in order}
+'''),
+    dict(exercise="07-ex2", name="half-with-element-size", expect="pass", mistake=None, source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+
+    def pack(tensor):
+        small = not tensor.is_floating_point() or tensor.numel() < min_elements
+        stored = tensor if small else tensor.half()
+        counts["received"] += tensor.numel() * tensor.element_size()
+        counts["stored"] += stored.numel() * stored.element_size()
+        return tensor.dtype, stored
+
+    def unpack(packed):
+        dtype, stored = packed
+        return stored.to(dtype)
+
     return pack, unpack, counts
 '''),
 ]
