@@ -80,7 +80,8 @@ def _add_grading_options(parser: argparse.ArgumentParser) -> None:
                                "not under CI)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, resident=None) -> int:
+    """The command; `resident`: a resident grader's warm workers, for `grade` (its runs)."""
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     release_parser = commands.add_parser("release", help="regenerate notebooks/ from solutions/")
@@ -166,11 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "export":
         return _export(args)
     elif args.command in ("grade", "demo"):
-        return _grade(args)
+        return _grade(args, resident)
     return 0
 
 
-def _grade(args: argparse.Namespace) -> int:
+def _grade(args: argparse.Namespace, resident=None) -> int:
     from autograder.grading import grade_class
     from autograder.intake.roster import read_roster
     from autograder.plan import Intake
@@ -216,7 +217,8 @@ def _grade(args: argparse.Namespace) -> int:
                              cluster_tls=tuple(args.cluster_tls or ()),
                              insecure_cluster=args.insecure_cluster)
     try:
-        report = grade_class(submissions, options, intake=intake, progress=args.progress)
+        report = grade_class(submissions, options, intake=intake, progress=args.progress,
+                             resident=resident)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

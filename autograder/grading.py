@@ -116,10 +116,12 @@ def course_lock(root: Path, echo=print):
 
 
 def grade_class(submissions: Path, options: GradingOptions, *, intake: Intake | None = None,
-                progress: bool | None = None, echo=print) -> Report:
+                progress: bool | None = None, echo=print, resident=None) -> Report:
     """Grade every submission in `submissions` (a folder or a .zip) into `options.out`; see
     the module's doc. `intake`: the layout, roster and selection of students (default:
-    detected, none, all); `progress`: the progress bar (default: on a terminal, not under CI)."""
+    detected, none, all); `progress`: the progress bar (default: on a terminal, not under CI);
+    `resident`: the warm workers of a resident grader (autograder.dispatch.resident) to grade
+    with and keep, instead of workers of this run's own."""
     started = time.monotonic()
     if not options.out:
         raise ValueError("no OUT folder given: say where grades.csv and the feedback go")
@@ -174,8 +176,8 @@ def grade_class(submissions: Path, options: GradingOptions, *, intake: Intake | 
         remote = connect(options, lesson_imports(read_solutions(root, known), known), echo)
     try:
         with course_lock(root, echo):
-            report = _grade_locked(submissions, options, intake or Intake(), remote, progress,
-                                   echo, started)
+            report = _grade_locked(submissions, options, intake or Intake(),
+                                   remote or resident, progress, echo, started)
             if echo:  # take_in said what was selected, and the start the weaker limits
                 echo(report.summary(selection=False))
             report.warnings += [weaker] if weaker else []
@@ -194,7 +196,10 @@ def _course_timeout(root: Path) -> int:
 def _grade_locked(submissions: Path, options: GradingOptions, intake: Intake, remote,
                   progress: bool | None, echo, started: float) -> Report:
     """The run, while it holds the course: read the class, prepare the course, grade the
-    tasks in the workers (`remote`: a cluster's), write grades.csv and the report."""
+    tasks in the workers (`remote`: a cluster's, or a resident grader's, kept after the run),
+    write grades.csv and the report."""
+    resident = remote if getattr(remote, "resident", False) else None
+    remote = None if resident else remote
     root, out = Path(options.course_root), Path(options.out)
     known = course_lessons(root)
     out.mkdir(parents=True, exist_ok=True)
@@ -229,11 +234,16 @@ def _grade_locked(submissions: Path, options: GradingOptions, intake: Intake, re
         fork = options.engine == "fork"
         options = replace(options, lock_path=str(scratch / "gradebook.lock"),
                           threads=max(1, default_jobs() // workers) if fork else 0)
+        if resident is not None and fork:  # its workers' lock and threads, for all its runs
+            options = replace(options, lock_path=resident.lock_path, threads=resident.threads)
         install_gradebook_lock(options.lock_path)
         config = grading_config(options)
         solutions = read_solutions(root, known)
         if remote is not None:  # the cluster's workers, checked and warmed by connect()
             pool = remote.bind(options)
+        elif resident is not None and fork:  # warm from earlier runs, or started now
+            pool = resident.pool_for(options, lesson_imports(solutions, known))
+            pool.start(workers)
         elif fork:
             from autograder.dispatch.pool import WorkerPool
             pool = WorkerPool(options, lesson_imports(solutions, chosen))
@@ -272,7 +282,9 @@ def _grade_locked(submissions: Path, options: GradingOptions, intake: Intake, re
             pool.kill()
         raise
     finally:
-        if pool is not None:
+        if pool is not None and resident is not None:
+            pool.write_trace()  # its workers stay warm for the next run
+        elif pool is not None:
             pool.close()
         forget_gradebook_lock()  # its file goes with the scratch folder
         shutil.rmtree(scratch, ignore_errors=True)

@@ -4,9 +4,9 @@
                                                  [--lesson 01_leaf_and_intermediate]
 
 Runs the service's own queue and loop (coursehub.onsubmit: the fair queue, the batches, the
-look at inbound while a step runs) with its real grading step (Steps.grade_many: `python -m
-autograder grade` as the account `nobody`, sandbox on, on a course folder of real files and a
-real gradebook under /tmp). Student i's submission (the lesson's solution) arrives at
+look at inbound while a step runs) with its real grading step (Steps.grade_many: each batch's
+`grade` command run by the resident grader, kept warm from batch to batch, as the account
+`nobody`, sandbox on, on a course folder of real files and a real gradebook under /tmp). Student i's submission (the lesson's solution) arrives at
 i × WINDOW / N seconds. Collect and release are not run here (they need the hub's accounts
 and exchange): a submission is put where collect puts it when the service collects it, and its
 feedback counts as released when its grading is done and its turn to be released comes. Each

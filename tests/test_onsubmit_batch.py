@@ -7,6 +7,7 @@ given and the steps recorded (tests/test_onsubmit.py), except where real files a
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -138,3 +139,37 @@ def test_a_graded_submission_waiting_for_its_release_says_its_score(tmp_path):
                                score="7 / 9"))
     assert student_status(queue, "ann", T0)[0]["status"] == \
         "graded: 7 / 9; its feedback is on its way to the Assignments tab"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="steps run as nobody (root only)")
+def test_the_resident_grader_is_kept_and_started_again_when_it_dies():
+    """Batches go to one resident grader, kept between them; one that dies without an answer
+    is started again and asked once more."""
+    from coursehub.submitsteps import Steps
+
+    base = Path(tempfile.mkdtemp(prefix="onsubmit-resident-"))
+    os.chmod(base, 0o777)
+    # A stand-in for the resident grader: the first one dies at once; the next answers each
+    # request (and counts its starts and requests in files).
+    fake = base / "python"
+    fake.write_text(f"#!/bin/sh\necho start >> {base}/starts\n"
+                    f"if [ ! -e {base}/died ]; then touch {base}/died; exit 1; fi\n"
+                    "while read line; do echo x >> " + str(base) + "/asked; "
+                    "echo '{\"code\": 0, \"output\": \"graded\", \"warmups\": 1}'; done\n")
+    fake.chmod(0o755)
+    config = base / "class.toml"
+    config.write_text('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n'
+                      'instructors_group = "root"\n')
+    settings = class_settings.load(config)
+    settings.course_dir.mkdir(parents=True)
+    os.chmod(settings.course_dir, 0o777)
+    steps = Steps(settings, fake, poll=0.05)
+    try:
+        assert steps._run(["-m", "autograder", "grade", "submitted"]) == (0, "graded")
+        assert steps._run(["-m", "autograder", "grade", "submitted"]) == (0, "graded")
+        assert (base / "starts").read_text().count("start") == 2  # the dead one, then one kept
+        assert (base / "asked").read_text().count("x") == 2
+    finally:
+        steps.stop()
+        steps.resident.wait(10)
+        shutil.rmtree(base, ignore_errors=True)

@@ -77,6 +77,11 @@ def _worker_main(conn: Connection, plain_options: dict, preload: list[str]) -> N
             task = conn.recv()
         except (EOFError, KeyboardInterrupt):
             task = None
+        if isinstance(task, dict) and "options" in task:  # a resident grader's next run
+            options = GradingOptions.from_dict(task["options"])  # (its OUT, its checks shown)
+            install_gradebook_lock(options.lock_path)
+            config = grading_config(options)
+            task = task["task"]
         if task is None:
             # Everything this worker wrote is written (the gradebook's sessions are committed,
             # the feedback files closed): stop the runner host and leave at once, without the
@@ -102,7 +107,9 @@ class _Worker:
         self.conn = Connection(ours.detach())
         self.task: Task | None = None
         self.lesson: str | None = None
-        self.references: dict[str, set[str]] = {}  # lesson -> students it has references for
+        self.options = options.to_dict()  # what it grades with now (a resident pool's change)
+        # lesson -> (student, submission digest) it has reference outcomes for
+        self.references: dict[str, set[tuple[str, str]]] = {}
         self.ready = False
         self.number = 0
 
@@ -115,14 +122,14 @@ class _Worker:
         large the class."""
         known = self.references.setdefault(task.lesson, set())
         batch = {task.student: task.digest}
-        if task.student in known:
+        if (task.student, task.digest) in known:
             return batch
         for waiting in pending.lessons.get(task.lesson) or ():
             if len(batch) >= REFERENCE_BATCH:
                 break
-            if waiting.student not in known:
+            if (waiting.student, waiting.digest) not in known:
                 batch[waiting.student] = waiting.digest
-        known.update(batch)
+        known.update(batch.items())
         return batch
 
     @property
@@ -176,6 +183,9 @@ class WorkerPool:
     def run(self, tasks: Iterable[Task], on_result: Callable[[Result], None]) -> None:
         """Grade `tasks`; report each Result as it comes."""
         pending = _Queue(tasks)
+        for worker in [w for w in self.workers if w.exitcode is not None]:
+            worker.kill()  # it died while idle, between a resident pool's runs
+            self.workers.remove(worker)
         if pending:
             self.start(len(pending))
             _run(self, pending, on_result)
@@ -207,7 +217,7 @@ class WorkerPool:
                         handle.write(json.dumps(event) + "\n")
             except OSError:
                 pass
-            self.timeline = []
+        self.timeline = []  # written, or not asked for (a resident pool keeps no history)
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -310,8 +320,11 @@ def _run(pool: WorkerPool, pending: _Queue, on_result: Callable[[Result], None])
                 worker.task = replace(task, classmates=worker.reference_batch(task, pending))
                 worker.lesson = task.lesson
                 pool.note("task", worker, student=task.student, lesson=task.lesson)
+                message, plain = worker.task.to_dict(), pool.options.to_dict()
+                if worker.options != plain:  # a resident pool's worker, in a new run
+                    message, worker.options = {"options": plain, "task": message}, plain
                 try:
-                    worker.conn.send(worker.task.to_dict())
+                    worker.conn.send(message)
                 except (OSError, ValueError):
                     broken.add(worker)
         ready = wait([w.conn for w in workers], timeout=0 if broken else None)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import json
 import os
 import re
+import select
 import signal
 import subprocess
 import time
@@ -37,20 +39,26 @@ class Steps:
         self.settings = settings
         self.python = python
         self.current: subprocess.Popen | None = None
+        # The resident grader (autograder.dispatch.resident): started at the first grading,
+        # kept with its workers warm, started again if it dies; it ends with the service.
+        self.resident: subprocess.Popen | None = None
         self.stopping = False
         self.tick, self.poll = tick, poll  # called every `poll` seconds while a step runs
+
+    def _env(self, env: dict[str, str] | None = None) -> dict[str, str]:
+        return {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": "/nonexistent",
+                "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8", **(env or {})}
 
     def _run(self, args: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
         if self.stopping:
             return 1, "the service is stopping"
+        if args[:3] == ["-m", "autograder", "grade"] and env is None:
+            return self._grade(args[2:])
         settings = self.settings
-        drop = as_nobody(settings)
-        env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": "/nonexistent",
-               "PYTHONSAFEPATH": "1", "LANG": "C.UTF-8", **(env or {})}
         self.current = subprocess.Popen([str(self.python), *args], cwd=settings.course_dir,
-                                        env=env, preexec_fn=drop, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True,
-                                        start_new_session=True)
+                                        env=self._env(env), preexec_fn=as_nobody(settings),
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, start_new_session=True)
         ends = time.monotonic() + STEP_TIMEOUT
         try:
             while True:  # the service goes on noticing submissions while a step runs
@@ -70,11 +78,63 @@ class Steps:
             code, self.current = self.current.returncode, None
         return code, output
 
+    def _grade(self, argv: list[str]) -> tuple[int, str]:
+        """The grading command `python -m autograder grade ...`, run by the resident grader
+        (as the command would run it, as `nobody` with the instructors' group, in the course
+        folder and the service's cgroup); asked once more when it died without an answer."""
+        for _ in range(2):
+            if self.stopping:
+                return 1, "the service is stopping"
+            if self.resident is None or self.resident.poll() is not None:
+                self.resident = subprocess.Popen(
+                    [str(self.python), "-m", "autograder.dispatch.resident",
+                     "--jobs", str(GRADING_SLOTS)], cwd=self.settings.course_dir,
+                    env=self._env(), preexec_fn=as_nobody(self.settings),
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+            reply = self._ask(json.dumps(argv).encode() + b"\n")
+            if reply is not None:
+                return reply
+        return 1, "the resident grader stopped while grading (see the hub's log)"
+
+    def _ask(self, request: bytes) -> tuple[int, str] | None:
+        """The resident grader's answer to `request` (noticing submissions meanwhile), or
+        None when it ended without one."""
+        resident, answer = self.resident, b""
+        ends = time.monotonic() + STEP_TIMEOUT
+        try:
+            resident.stdin.write(request)
+            resident.stdin.flush()
+            while not answer.endswith(b"\n"):
+                if time.monotonic() >= ends:
+                    self._end_resident()
+                    return 1, f"(stopped after {STEP_TIMEOUT} s)"
+                if select.select([resident.stdout], [], [], self.poll)[0]:
+                    chunk = os.read(resident.stdout.fileno(), 1 << 16)
+                    if not chunk:
+                        raise EOFError
+                    answer += chunk
+                elif self.tick is not None:
+                    self.tick()
+            reply = json.loads(answer)
+            return int(reply["code"]), str(reply["output"])
+        except (OSError, EOFError, ValueError, KeyError, TypeError):
+            self._end_resident()
+            return None
+
+    def _end_resident(self) -> None:
+        resident, self.resident = self.resident, None
+        if resident is not None and resident.poll() is None:
+            os.killpg(resident.pid, signal.SIGKILL)
+        if resident is not None:
+            resident.wait()
+
     def stop(self) -> None:
         """End the step that runs now, and start no other (the service is stopping)."""
         self.stopping = True
         if self.current is not None and self.current.poll() is None:
             os.killpg(self.current.pid, signal.SIGTERM)
+        if self.resident is not None and self.resident.poll() is None:
+            os.killpg(self.resident.pid, signal.SIGTERM)
 
     def out(self, entry: Entry) -> Path:
         return self.settings.course_dir / "on-submit" / f"{entry.student}+{entry.lesson}"
@@ -136,7 +196,8 @@ class Steps:
 
     def grade_many(self, entries: list[Entry], now: float) -> dict[str, str]:
         """Grade the collected submissions of one lesson (one per student) with one grading
-        command, its workers warmed and its reference outcomes computed once for all; then
+        command, run by the resident grader (its workers warm from earlier batches, reference
+        outcomes computed once for the batch's students); then
         give each student's result its own folder, on-submit/<student>+<lesson>, as the class
         report reads it. Sets each entry's score and grading seconds (its own notebook's, and
         its share of the set-up); an error message for each entry, or ""."""
