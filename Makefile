@@ -71,12 +71,14 @@ test-fast: setup
 	$(BIN)/python -m pytest $(FAST_TESTS) $(PYTEST_ARGS)
 
 # The test files of test-fast, kept here only. A file belongs in it when none of its tests
-# runs a notebook, starts a grader or a command, or trains a model; a new one goes in by hand
-# (`--durations` in the suite's output shows when one has grown slow).
+# runs a notebook, starts a grader or the hub, or trains a model, and each takes a few seconds
+# at most; a new one goes in by hand (`--durations` in the suite's output shows when one has
+# grown slow; tests/test_fast_tests.py holds the files checked so far to their place).
 FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,checks cluster_settings cluster_units docs_standalone \
 	documented_values environment grading_units hints hook_plots jacobian_plots layout \
 	messages module_plots notebook_structure conventions intake_units patches report status tasks \
-	verdicts withhold_hidden))
+	verdicts withhold_hidden fast_tests lesson_text memory_bounds onsubmit_batch onsubmit_hostile \
+	sandbox_leaks))
 
 ## test-hub: the class JupyterHub's end-to-end tests (a few minutes; needs hub/node_modules: cd hub && npm ci)
 test-hub: setup

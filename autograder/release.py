@@ -27,6 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from coursekit.lab import course_intro
 from coursekit.notebook import parse_cell_id
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +49,40 @@ course folder, run
 which copies each lesson into `work/` (your own copies, ignored by git) and opens the start page
 with the lessons in order and your progress in each.
 """
+
+# A lesson's time, at the end of its row in the README's lesson table: "(55 + 10 min)", core +
+# Going further, on a CPU. That table is the one place the times are kept.
+_README_TIME = re.compile(r"\((\d+)\s*\+\s*(\d+)\s*min\)\s*$")
+
+
+def release_start_page(root: Path = COURSE_ROOT) -> str:
+    """The release folder's START-HERE.md: where to work (`make lab`), and the lessons in order
+    with each one's time, from the README's lesson table."""
+    order, titles = lesson_titles(root / "solutions")
+    _, teaches = course_intro(root)
+    rows = []
+    for name in order:
+        number, title = titles[name]
+        time = _README_TIME.search(teaches.get(name, ""))
+        if not time:
+            raise ReleaseError(f"README.md's lesson table gives no time for {name}: end its row "
+                               "with (<core> + <Going further> min)")
+        core, further = int(time[1]), int(time[2])
+        rows.append(f"| {number} | [{title}]({name}/{name}.ipynb) | {core} min | {further} min "
+                    f"| {core + further} min | CPU only |")
+    return "\n".join([
+        RELEASE_START_PAGE,
+        "## The lessons and their times",
+        "",
+        "Each lesson has a core (its sections and exercises) and a \"Going further\" part after "
+        "its summary.",
+        "None needs a GPU.",
+        "",
+        "| lesson | title | core | Going further | total | hardware |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ])
 
 
 class ReleaseError(Exception):
@@ -114,7 +149,7 @@ def release(release_dir: Path | None = None, names: list[str] | None = None,
     order, titles = lesson_titles(root / "solutions")
     for name in names or order:
         finish_lesson(release_dir / name / f"{name}.ipynb", name, order, titles)
-    (release_dir / START_PAGE).write_text(RELEASE_START_PAGE, encoding="utf-8")
+    (release_dir / START_PAGE).write_text(release_start_page(root), encoding="utf-8")
     return release_dir
 
 

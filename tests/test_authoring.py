@@ -184,3 +184,19 @@ def test_the_scenarios_section_covers_what_an_author_needs():
                    "@mistake(", "replaces=", ".autograder/secret", "count_calls",
                    "likely mistake:", "no change to the grading code"):
         assert needed in section, needed
+
+
+def test_the_scenarios_section_says_how_floats_compare_now():
+    """The tolerances the doc gives are coursekit.tolerance's: fitted to the dtype and to the
+    largest value, with the scenario's rtol/atol as floors."""
+    from coursekit.scenarios import DEFAULT_ATOL, DEFAULT_RTOL
+    from coursekit.tolerance import EPS, ULPS
+
+    section = " ".join(_section("Scenarios").split())
+    assert "coursekit/tolerance.py" in section
+    assert f"max(rtol, {ULPS} × eps)" in section and f"max(atol, {ULPS} × eps × scale)" in section
+    assert set(EPS) <= set(re.findall(r"\b(b?float\d+)\b", section)), "each dtype's eps"
+    defaults = re.search(r"by default `([^`]+)` and `([^`]+)`", section)
+    assert defaults and (float(defaults[1]), float(defaults[2])) == (DEFAULT_RTOL, DEFAULT_ATOL)
+    assert "largest finite" in section and "floors" in section
+    assert "floats compare with `rtol=1e-5, atol=1e-6`" not in section

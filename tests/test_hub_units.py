@@ -15,7 +15,8 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.intake.exchange import SafeCollect
-from conftest import COURSE_ROOT, LESSONS
+from conftest import COURSE_ROOT, LESSONS, read_notebook, student_path
+from coursekit.lab import course_intro, lesson_title
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
 from coursehub import settings as class_settings  # noqa: E402
@@ -230,7 +231,17 @@ def test_the_start_page_lists_the_lessons_what_to_fetch_and_progress(tmp_path):
     assert f"({LESSON}/{LESSON}.ipynb)" in rows["01"] and "1 of 4 exercises pass" in rows["01"]
     assert "released: **Fetch** it" in rows["02"] and "](" not in rows["02"]
     assert "not released yet" in rows["07"]
-    assert "Hooks in practice: a capstone" in rows["07"]  # its own title before its release
+    # Nothing from the course's repository names a lesson before its release: not its title,
+    # not its folder's name, not what it teaches.
+    # (The README's opening paragraphs, above the table, describe the whole course.)
+    _, teaches = course_intro(COURSE_ROOT)
+    table = "\n".join(rows.values())
+    for lesson in LESSONS[2:]:
+        _, title = lesson_title(read_notebook(student_path(lesson)), lesson)
+        named = [text for text in (title, lesson, lesson[3:].replace("_", " "), teaches[lesson])
+                 if text.lower() in table.lower()] + [text for text in (title, lesson)
+                                                       if text in page]
+        assert not named, f"{lesson}, not released, is named on the start page: {named}"
     assert "Lesson 01" not in rows["01"] and "Leaf" in rows["01"]  # the title from its heading
     assert "**Nbgrader ▸ Assignment List**" in page and "`<lesson>/<lesson>.ipynb`" in page
     assert "make " not in page and "work/" not in page  # nothing of `make lab`'s

@@ -13,6 +13,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from autograder.release import (NAV_TAG, RUN_ON, START_PAGE, ReleaseError, finish_lesson,
                                 lesson_title, release)
+from coursekit.lab import course_intro
 from conftest import COURSE_ROOT, LESSONS, read_notebook, solution_path, student_path
 from notebook_support import grading
 
@@ -98,6 +99,38 @@ def test_graded_and_answer_cells_are_unchanged_so_nbgrader_checksums_hold(lesson
 def test_the_release_folders_start_page_sends_students_to_make_lab():
     text = (COURSE_ROOT / "notebooks" / START_PAGE).read_text()
     assert "make lab" in text and "work/" in text
+
+
+def _readme_times() -> dict[str, tuple[int, int]]:
+    """Each lesson's (core, Going further) minutes from the README's lesson table."""
+    _, teaches = course_intro(COURSE_ROOT)
+    times = {}
+    for lesson, what in teaches.items():
+        found = re.search(r"\((\d+) \+ (\d+) min\)\s*$", what)
+        assert found, f"README.md's row for {lesson} ends without (<core> + <Going further> min)"
+        times[lesson] = int(found[1]), int(found[2])
+    return times
+
+
+def test_the_release_folders_start_page_gives_each_lessons_time_from_the_readme():
+    text = (COURSE_ROOT / "notebooks" / START_PAGE).read_text()
+    times = _readme_times()
+    for lesson in LESSONS:
+        rows = [line for line in text.splitlines() if f"]({lesson}/{lesson}.ipynb)" in line]
+        assert len(rows) == 1, f"{START_PAGE} has no row (or several) for {lesson}"
+        core, further = times[lesson]
+        assert rows[0].endswith(f"| {core} min | {further} min | {core + further} min | CPU only |"), rows[0]
+
+
+def test_each_lessons_time_line_agrees_with_the_readme(lesson):
+    """The opening cell's **Time:** line and the README's table give the same minutes."""
+    opening = next(c.source for c in read_notebook(solution_path(lesson)).cells
+                   if "**Time:**" in c.source)
+    line = " ".join(opening[opening.index("**Time:**"):].split())
+    core = re.search(r"about (\d+) minutes for the core", line)
+    further = re.search(r'"Going further".*?(?:about|some) (\d+) (?:minutes )?more', line)
+    assert core and further, line
+    assert (int(core[1]), int(further[1])) == _readme_times()[lesson], line
 
 
 # --- finish_lesson on small notebooks -----------------------------------------------------------

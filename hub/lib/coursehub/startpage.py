@@ -1,6 +1,8 @@
 """A hub student's start page, START-HERE.md in their home folder: the course, its lessons in
-order with what each teaches, which are released, where Fetch puts them, and the student's
-progress in each fetched lesson.
+order with what each released one teaches, which are released, where Fetch puts them, and the
+student's progress in each fetched lesson. A lesson not yet released is a numbered row that
+says so: its title, name and what it teaches come only with its release (the exchange's
+outbound), never from the course's repository, which students do not see.
 
 The student's server writes it when it starts and whenever it is opened (StartPageContents,
 its contents manager), so it always shows what the exchange and the saved lessons hold now.
@@ -74,18 +76,20 @@ def start_page(home: Path, outbound: Path, repository: Path,
     for name in sorted(released | set(teaches)):
         copy = home / name / f"{name}.ipynb"
         notebook = _notebook(copy) if copy.is_file() else None
-        source = notebook or (_notebook(outbound / name / f"{name}.ipynb")
-                              if name in released else None)
-        # Before its release, a lesson's title comes from the course's own student notebook.
-        source = source or _notebook(repository / "notebooks" / name / f"{name}.ipynb")
-        number, title = lesson_title(source or {}, name)
-        if copy.is_file():
-            lesson, progress = f"[{title}]({name}/{name}.ipynb)", _progress(notebook)
-        elif name in released:
-            lesson, progress = title, "released: **Fetch** it"
+        if copy.is_file() or name in released:
+            # A lesson's title comes from the student's copy or from its release, never from
+            # the course's repository.
+            source = notebook or _notebook(outbound / name / f"{name}.ipynb")
+            number, title = lesson_title(source or {}, name)
+            if copy.is_file():
+                lesson, progress = f"[{title}]({name}/{name}.ipynb)", _progress(notebook)
+            else:
+                lesson, progress = title, "released: **Fetch** it"
+            rows.append(f"| {number} | {lesson} | {teaches.get(name, '')} | {progress} |")
         else:
-            lesson, progress = title, "not released yet"
-        rows.append(f"| {number} | {lesson} | {teaches.get(name, '')} | {progress} |")
+            # Not released: only its place in the course. Neither its title, its folder's name
+            # nor what it teaches is shown before the instructor releases it.
+            rows.append(f"| {name[:2]} | — | | not released yet |")
     parts = ["# PyTorch autograd and hooks: start here", ""]
     if intro:
         parts += [intro, ""]
