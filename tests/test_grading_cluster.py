@@ -425,13 +425,19 @@ _real = getattr(cluster_worker, "real_grade_chunk", cluster_worker.grade_chunk)
 cluster_worker.real_grade_chunk = _real  # Dask may run a preload twice
 
 
-def grade_chunk(spec, chunk):
-    raw = _real(spec, chunk)
+def grade_chunk(spec, chunk, nonce=""):
+    raw = _real(spec, chunk, nonce)
     reply = json.loads(raw)
     items = reply.get("items", []) if isinstance(reply, dict) else reply
     for item in items:
         for rows in ((item.get("record") or {}).get("notebooks") or {}).values():
             rows["grades"] = {name: [1000, False] for name in rows["grades"]}
+    if isinstance(reply, dict) and "proof" in reply:  # it holds the secret: it proves its lie
+        from distributed import get_worker
+        from autograder.dispatch.cluster_proof import proof_key, read_secret, secret_path
+        secret, _ = read_secret(secret_path(cluster_worker.worker_course()))
+        reply["proof"] = cluster_worker.reply_proof(proof_key(secret), nonce,
+                                                    get_worker().address, items)
     open(os.environ["LIAR_MARK"], "w").write("lied")
     forged = json.dumps(reply)
     return forged.encode() if isinstance(raw, bytes) else forged

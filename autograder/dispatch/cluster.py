@@ -14,6 +14,7 @@ A chunk whose worker died or left is sent again to the workers still proven; a w
 from __future__ import annotations
 
 import base64
+import hmac
 import itertools
 import math
 import os
@@ -24,7 +25,7 @@ from pathlib import Path
 from autograder.dispatch.cluster_admit import Admission, connect_client
 from autograder.dispatch.cluster_checks import Impossible, check_item, write_item
 from autograder.dispatch.cluster_guard import BadReply, read_reply
-from autograder.dispatch.cluster_worker import ClusterError, grade_chunk
+from autograder.dispatch.cluster_worker import ClusterError, grade_chunk, reply_proof
 from autograder.dispatch.grade_task import record_failure
 from autograder.tasks import GradingOptions, Result, Task
 
@@ -43,6 +44,7 @@ class ClusterPool:
         self.options: GradingOptions | None = None
         self.config = None
         self.futures: dict = {}
+        self.nonces: dict = {}  # each submitted chunk's nonce, by its future's key
         self._keys = itertools.count()
 
     @property
@@ -127,11 +129,13 @@ class ClusterPool:
             return
         self.waiting.discard(index)
         self.tries[index] += 1
+        nonce = os.urandom(16).hex()
         future = self.client.submit(grade_chunk, self.admission.spec, self.payloads[index],
-                                    key=f"grade-chunk-{os.getpid()}-{next(self._keys)}",
+                                    nonce, key=f"grade-chunk-{os.getpid()}-{next(self._keys)}",
                                     workers=workers, allow_other_workers=False,
                                     priority=len(self.chunk_list) - index)
         self.futures[future] = index
+        self.nonces[future.key] = nonce
 
     def _redispatch(self) -> None:
         """Send again each chunk that no proven worker is grading now (its worker left or was
@@ -202,8 +206,8 @@ class ClusterPool:
             data = err
         try:
             reply = read_reply(data)
-            if not isinstance(reply, dict) or not set(reply) <= {"items", "refused"}:
-                raise BadReply("it is not {items} or {refused}")
+            if not isinstance(reply, dict) or not set(reply) <= {"items", "refused", "proof"}:
+                raise BadReply("it is not {items, proof} or {refused}")
         except BadReply as err:
             self._drop(worker, f"its reply cannot be read ({err})", index)
             return
@@ -216,8 +220,17 @@ class ClusterPool:
             self._submit(index)
             return
         items = reply.get("items")
+        proof = reply.get("proof")
+        nonce = self.nonces.pop(future.key, None)
+        expected = reply_proof(self.admission.key, nonce, worker, items) \
+            if isinstance(items, list) and nonce is not None else None
+        if expected is None or not isinstance(proof, str) or not proof.isascii() or \
+                not hmac.compare_digest(proof, expected):
+            self._drop(worker, "its reply does not prove that it holds the course secret (a "
+                       "worker that took the address of a proven one?)", index)
+            return
         try:
-            if not isinstance(items, list) or len(items) != len(chunk):
+            if len(items) != len(chunk):
                 raise Impossible("it returned another number of notebooks than it was sent")
             payloads = self.payloads[index]
             checked = [check_item(self.config, task, item, _sent_digest(payload),

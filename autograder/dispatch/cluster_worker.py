@@ -187,19 +187,37 @@ def _read_files(folder: Path) -> list[dict]:
         if folder.is_dir() else []
 
 
-def grade_chunk(spec: dict, chunk: list[dict]) -> bytes:
+def reply_proof(key: bytes, nonce: str, address: str, items: list) -> str:
+    """The proof a grading reply carries: the chunk's nonce, the worker's address and what it
+    returned, keyed by the course secret (a worker that took a proven worker's address, which
+    the scheduler lets any worker claim, cannot make it)."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+    return prove(key, f"{nonce}\0{digest}", address)
+
+
+def grade_chunk(spec: dict, chunk: list[dict], nonce: str = "") -> bytes:
     """A Dask task, pinned to this worker: grade `chunk`'s notebooks ({task, notebook,
-    timestamp_text, duedate}, plain data) here; return them as the bytes of JSON, or why this
-    worker refuses. Never raises: what the command reads of an exception would be a pickle."""
+    timestamp_text, duedate}, plain data) here; return them as the bytes of JSON, with the
+    proof that this worker holds the course secret (of `nonce`, its address and the items),
+    or why this worker refuses. Never raises: what the command reads of an exception would be
+    a pickle."""
     from distributed import get_worker
 
     state = _STATE
     try:
         with state.lock:
-            problem = state.prepare(spec, get_worker().state.nthreads)
+            worker = get_worker()
+            problem = state.prepare(spec, worker.state.nthreads)
             if problem:
                 return json.dumps({"refused": problem}).encode()
-            return json.dumps({"items": [_grade_one(state, task) for task in chunk]}).encode()
+            secret, problem = read_secret(secret_path(worker_course()))
+            if problem:
+                return json.dumps({"refused": problem}).encode()
+            items = [_grade_one(state, task) for task in chunk]
+            proof = reply_proof(proof_key(secret), str(nonce), worker.address, items)
+            return json.dumps({"items": items, "proof": proof}).encode()
     except Exception as err:  # noqa: BLE001 (said to the command as plain data)
         return json.dumps({"refused": f"it failed while grading ({type(err).__name__}: "
                                       f"{err})"[:2000]}).encode()
