@@ -75,13 +75,22 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
             errors = steps.grade_many(batch, began)
         else:
             errors = {entry.name: getattr(steps, entry.step)(entry, began)}
+        elapsed = max(0.0, clock() - began)
         if entry.step == "grade":
-            elapsed = max(0.0, clock() - began)
             for one in batch:
                 if one.seconds == before[one.name]:  # the steps did not say: an equal share
                     one.seconds += elapsed / len(batch)
+        elif entry.step == "collect" and (errors[entry.name] or entry.status == SUPERSEDED):
+            # A folder that is never graded (no submission_secret.txt, removed at once) is not
+            # free to its student: the service's time collecting it counts as grading time.
+            # (A collect that succeeds is not charged: classmates' forged folders beside it
+            # can slow it.)
+            entry.spent, entry.spent_at = entry.spent + elapsed, began
         for one in batch:
+            collecting = one.step == "collect"
             _advance(one, errors[one.name])
+            if collecting and one.step == "grade":
+                one.collected_at = clock()
         queue.save()
         if errors[entry.name] or entry.status != PENDING or entry.step == "grade":
             return  # collected: the others ready are collected too, then graded with it

@@ -1,0 +1,76 @@
+"""Feedback on submit attacked by a classmate with an ordinary account (red team): what the
+fair queue and the batches do when Mallory floods inbound with her own folders that are never
+graded (no submission_secret.txt, or removed before they are collected). The queue is driven
+with a given clock and recorded steps (tests/test_onsubmit.py)."""
+
+from __future__ import annotations
+
+import sys
+
+from conftest import COURSE_ROOT
+from test_onsubmit import L1, L2, T0, Recorder, by_name, mine, name
+
+sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
+from coursehub.onsubmit import DONE, PENDING, Queue, work  # noqa: E402
+from coursehub.settings import OnSubmit  # noqa: E402
+
+COLLECT_SECONDS = 3.0  # what one `nbgrader collect` costs the service
+
+
+def _flood(tmp_path, rounds: int):
+    """Alice had a lesson graded this hour (60 s); Bob's submission is collected and waits for
+    its grading; Alice submits again. Then, before each step the service runs, Mallory puts one
+    more folder of hers in inbound, which collect refuses (it has no submission_secret.txt)."""
+    clock = [T0]
+
+    class Steps(Recorder):
+        def collect(self, entry, now):
+            clock[0] += COLLECT_SECONDS
+            if entry.student == "mallory":
+                self.calls.append((entry.name, "collect"))
+                return f"Not collected: mallory's submission {entry.name}: it has no " \
+                    "submission_secret.txt"
+            return super().collect(entry, now)
+
+    queue, limits, steps = Queue(tmp_path / "q.json"), OnSubmit(enabled=True), Steps()
+    first = name("alice", L1, 1)
+    queue.observe(mine(first), clock[0])
+    while (entry := queue.next_ready(clock[0], limits)) is not None:
+        work(queue, entry, steps, clock=lambda: clock[0])
+    by_name(queue)[first].seconds = 60.0
+    alices, bobs = name("alice", L2, 2), name("bob", L1, 3)
+    queue.observe(mine(bobs), clock[0])
+    work(queue, queue.next_ready(clock[0], limits), steps, clock=lambda: clock[0])
+    assert by_name(queue)[bobs].step == "grade"  # collected, waiting for its grading
+    queue.observe(mine(alices), clock[0])
+    found = mine(first, alices, bobs)
+    for n in range(rounds):
+        found[f"mallory+{L1}+2027-01-15 08:{n // 60 % 60:02d}:{n % 60:02d}.000000 UTC+{n:08x}"] \
+            = "mallory"
+        queue.observe(found, clock[0])
+        entry = queue.next_ready(clock[0], limits)
+        if entry is None:
+            break
+        work(queue, entry, steps, clock=lambda: clock[0])
+    return queue, steps, alices, bobs, clock[0] - T0
+
+
+def test_a_flood_of_folders_never_graded_cannot_starve_a_classmates_collect(tmp_path):
+    """Each of Mallory's folders costs the service a collect (twice: a failed step is tried
+    again) yet, before the fix, charged her nothing: with no grading time used she always came
+    first in the fair queue, and Alice, who had used one minute, was never collected."""
+    queue, steps, alices, bobs, took = _flood(tmp_path, 200)
+    assert took >= 200 * COLLECT_SECONDS  # ten minutes of the service's time
+    assert (alices, "collect") in steps.calls
+    # What the service spent on her folders counts as hers: she no longer goes first.
+    assert queue.used("mallory", T0 + took) >= 60.0
+    # A collect that succeeds costs its student nothing (classmates' folders can slow it).
+    assert by_name(queue)[alices].spent == 0.0 and by_name(queue)[bobs].spent == 0.0
+
+
+def test_a_flood_of_folders_never_graded_cannot_hold_back_a_collected_batch(tmp_path):
+    """Collected submissions were graded only once nothing was left to collect: a stream of
+    Mallory's folders held Bob's collected submission back for as long as it lasted."""
+    queue, steps, alices, bobs, took = _flood(tmp_path, 200)
+    assert (bobs, "grade") in steps.calls
+    assert by_name(queue)[bobs].status in (DONE, PENDING)
