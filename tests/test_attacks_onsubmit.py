@@ -5,13 +5,14 @@ with a given clock and recorded steps (tests/test_onsubmit.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from conftest import COURSE_ROOT
 from test_onsubmit import L1, L2, T0, Recorder, by_name, mine, name
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub.onsubmit import DONE, PENDING, Queue, work  # noqa: E402
+from coursehub.onsubmit import DONE, PENDING, Queue, instructor_report, work  # noqa: E402
 from coursehub.settings import OnSubmit  # noqa: E402
 
 COLLECT_SECONDS = 3.0  # what one `nbgrader collect` costs the service
@@ -74,3 +75,45 @@ def test_a_flood_of_folders_never_graded_cannot_hold_back_a_collected_batch(tmp_
     queue, steps, alices, bobs, took = _flood(tmp_path, 200)
     assert (bobs, "grade") in steps.calls
     assert by_name(queue)[bobs].status in (DONE, PENDING)
+
+
+def test_a_flood_of_forged_folders_costs_the_service_no_work_after_the_first_look(
+        tmp_path, monkeypatch):
+    """Inbound is writable by every student: Mallory makes thousands of folders named for
+    classmates (cheap: an empty folder each). Before the fix every look of the service (every
+    two seconds, and while each step runs) looked up each folder's owner in the account
+    database again, and every save of the queue (several per submission) wrote each refused
+    name into queue.json again: 200,000 folders made a 25 MB file and seconds of work per look,
+    for every student's submission, charged to no one."""
+    from coursehub import onsubmit
+    from coursehub import settings as class_settings
+    from coursehub.submitqueue import MAX_REFUSED_SHOWN
+
+    config = tmp_path / "class.toml"
+    config.write_text('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n')
+    settings = class_settings.load(config)
+    inbound = settings.exchange_dir / settings.course_id / "inbound"
+    inbound.mkdir(parents=True)
+    forged = [name(f"s{n}", L1, n % 60) + f"{n}" for n in range(2000)]
+    for folder in forged:
+        (inbound / folder).mkdir()  # owned by root, named for a classmate: refused
+    lookups = []
+    real_getpwuid = onsubmit.pwd.getpwuid
+    monkeypatch.setattr(onsubmit.pwd, "getpwuid",
+                        lambda uid: (lookups.append(uid), real_getpwuid(uid))[1])
+    queue = Queue(tmp_path / "q.json")
+    for look in range(3):
+        queue.observe(onsubmit.inbound_folders(settings, queue), T0 + look, {L1, L2})
+        queue.save()
+    assert len(queue.refused) == len(forged) and not queue.entries
+    assert len(lookups) <= 2 * len(forged) / 10  # an account looked up once a look, at most
+    # queue.json keeps what the report shows; the rest are found again after a restart.
+    saved = Queue.load(tmp_path / "q.json")
+    assert len(saved.refused) <= MAX_REFUSED_SHOWN
+    assert (tmp_path / "q.json").stat().st_size < 100 * MAX_REFUSED_SHOWN * 4
+    own = name("s1", L2, 1)
+    (inbound / own).mkdir()
+    found = onsubmit.inbound_folders(settings, saved)
+    saved.observe(found, T0 + 9, {L1, L2})
+    assert len(saved.refused) == len(forged) + 1  # its owner (root) is not s1
+    assert f"- and {len(forged) + 1 - MAX_REFUSED_SHOWN} more" in instructor_report(saved)

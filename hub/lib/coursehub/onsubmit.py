@@ -145,21 +145,36 @@ def publish(queue: Queue, settings: ClassSettings, written: dict[Path, str]) -> 
 # --------------------------------------------------------------------------------------------
 # The service
 
-def inbound_folders(settings: ClassSettings) -> dict[str, str]:
+def inbound_folders(settings: ClassSettings, queue: Queue | None = None) -> dict[str, str]:
     """Each name in the exchange's inbound folder -> the account that owns it (lstat: a link
-    is never followed), or "" when it is not a folder or its owner has no account."""
+    is never followed), or "" when it is not a folder or its owner has no account. A name
+    `queue` knows already (queued, or refused) is given as "" unlooked at: whatever a student
+    makes in inbound, each look costs the service one lstat of each new name and one account
+    lookup of each owner."""
     inbound = settings.exchange_dir / settings.course_id / "inbound"
     try:
         names = os.listdir(inbound)
     except OSError:
         return {}
+    seen = set(queue.refused) | {e.name for e in queue.entries} if queue is not None else set()
+    accounts: dict[int, str] = {}
     found = {}
     for name in names:
+        if name in seen:
+            found[name] = ""
+            continue
         try:
             info = os.lstat(inbound / name)
-            found[name] = pwd.getpwuid(info.st_uid).pw_name if stat.S_ISDIR(info.st_mode) \
-                else ""
-        except (OSError, KeyError):
+            if not stat.S_ISDIR(info.st_mode):
+                found[name] = ""
+                continue
+            if info.st_uid not in accounts:
+                try:
+                    accounts[info.st_uid] = pwd.getpwuid(info.st_uid).pw_name
+                except KeyError:
+                    accounts[info.st_uid] = ""
+            found[name] = accounts[info.st_uid]
+        except OSError:
             found[name] = ""
     return found
 
@@ -185,7 +200,8 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
     def look() -> bool:
         """Queue what is new in inbound; whether anything changed."""
         refused = set(queue.refused)
-        added = queue.observe(inbound_folders(settings), time.time(), released_lessons(settings))
+        added = queue.observe(inbound_folders(settings, queue), time.time(),
+                              released_lessons(settings))
         if set(queue.refused) - refused:  # each told once, by name in the instructors' report
             print(f"coursehub.onsubmit: {len(set(queue.refused) - refused)} folder(s) in inbound "
                   f"not queued, each named in {REPORT_FILE}", flush=True)

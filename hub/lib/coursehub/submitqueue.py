@@ -13,6 +13,7 @@ submission graded is the oldest of the student who used the least grading time i
 from __future__ import annotations
 
 import datetime
+import heapq
 import json
 import os
 import re
@@ -109,8 +110,11 @@ class Queue:
 
     def save(self) -> None:
         temporary = self.path.with_name(f".{self.path.name}.tmp")
+        # Of the refused folders, those the instructors' report names: a flood of them is not
+        # written again at every save (after a restart the rest are found, and refused, again).
+        refused = {n: self.refused[n] for n in heapq.nsmallest(MAX_REFUSED_SHOWN, self.refused)}
         temporary.write_text(json.dumps({"entries": [asdict(e) for e in self.entries],
-                                         "refused": self.refused}, indent=1))
+                                         "refused": refused}, indent=1))
         os.chmod(temporary, 0o600)
         os.replace(temporary, self.path)
 
