@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from conftest import COURSE_ROOT
 from test_onsubmit import L1, L2, T0, Recorder, by_name, mine, name
@@ -117,3 +118,39 @@ def test_a_flood_of_forged_folders_costs_the_service_no_work_after_the_first_loo
     saved.observe(found, T0 + 9, {L1, L2})
     assert len(saved.refused) == len(forged) + 1  # its owner (root) is not s1
     assert f"- and {len(forged) + 1 - MAX_REFUSED_SHOWN} more" in instructor_report(saved)
+
+
+def test_a_classmate_named_like_a_moodle_folder_cannot_get_a_submission_refused(tmp_path):
+    """Students choose their hub names at sign-up. Mallory signs up as
+    `alice_1_assignsubmission_file_` (a valid account name): read with the grading command's
+    default layout ("auto"), her folder in submitted/ is a Moodle export's folder of a student
+    called Alice, so whenever her submission is graded in the same batch as Alice's, both are
+    refused as two students who would get the id `alice`: Alice's grading on submit fails
+    (twice, the retry batched with Mallory's again) and she is reported as failed. The service
+    grades nbgrader's submitted/, whose folders are account names: it says so (--layout
+    nbgrader)."""
+    import json
+
+    from autograder.intake.collect import collect
+    from coursehub import settings as class_settings
+    from coursehub.onsubmit import Entry, Steps
+
+    mallory = "alice_1_assignsubmission_file_"
+    config = tmp_path / "class.toml"
+    config.write_text('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n')
+    steps = Steps(class_settings.load(config), Path(sys.executable))
+    seen: list[list[str]] = []
+    steps._run = lambda args, env=None: (seen.append(args), (1, "stopped here"))[1]
+    steps.grade_many([Entry(name("alice", L1, 1), "alice", L1, T0),
+                      Entry(name(mallory, L1, 2), mallory, L1, T0)], T0)
+    grading = next(args for args in seen if "grade" in args)
+    layout = grading[grading.index("--layout") + 1] if "--layout" in grading else "auto"
+    submitted = tmp_path / "submitted"
+    for student in ("alice", mallory):
+        (submitted / student / L1).mkdir(parents=True)
+        (submitted / student / L1 / f"{L1}.ipynb").write_text(json.dumps(
+            {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    found, _ = collect(submitted, [L1], tmp_path / "work",
+                       layout="folders" if layout == "nbgrader" else layout)
+    assert sorted((s.student, s.refused) for s in found) == \
+        [("alice", False), (mallory, False)]

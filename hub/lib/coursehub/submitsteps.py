@@ -143,8 +143,11 @@ class Steps:
         limits, lesson = self.settings.on_submit, entries[0].lesson
         students = [entry.student for entry in entries]
         out = self.settings.course_dir / "on-submit" / f".batch+{lesson}"
+        # nbgrader's submitted/<account>/<lesson>/: never read as an LMS export, whose folder
+        # names a student could imitate with the account name they chose at sign-up.
         args = ["-m", "autograder", "grade", "submitted", "--students", *students,
                 "--lessons", lesson, "--out", str(out), "--course-root", ".",
+                "--layout", "nbgrader",
                 "--jobs", str(min(len(entries), GRADING_SLOTS)), "--no-progress",
                 "--notebook-timeout", str(SUBMIT_NOTEBOOK_TIMEOUT)]
         deadline = limits.deadline(lesson)
