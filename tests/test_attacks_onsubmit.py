@@ -154,3 +154,29 @@ def test_a_classmate_named_like_a_moodle_folder_cannot_get_a_submission_refused(
                        layout="folders" if layout == "nbgrader" else layout)
     assert sorted((s.student, s.refused) for s in found) == \
         [("alice", False), (mallory, False)]
+
+
+def test_a_batchs_per_check_records_are_filed_per_student(tmp_path):
+    """(Found beside the attacks.) The class report's named mistakes and pass rates come from
+    on-submit/<student>+<lesson>/checks.json; the split step filed grades.csv and the feedback
+    page but never checks.json, so a batch's records were lost. Each student gets their own
+    records, and only theirs."""
+    import json
+
+    from autograder.report.class_report import CHECKS_FILE, read_checks
+    from coursehub.submitsteps import split_results
+
+    course, out = tmp_path / "course", tmp_path / "course" / "on-submit" / f".batch+{L1}"
+    out.mkdir(parents=True)
+    (out / "grades.csv").write_text(
+        "student_id,lesson,score,max_score,status\nann,01_leaf_and_intermediate,9,9,graded\n"
+        "bob,01_leaf_and_intermediate,4,9,graded\n")
+    checks = {"results": [{"student_id": s, "lesson": L1, "checks": [
+        {"scenario": f"{s}'s check", "passed": s == "ann"}]} for s in ("ann", "bob")]}
+    (out / CHECKS_FILE).write_text(json.dumps(checks))
+    split_results(course, out, L1, ["ann", "bob"])
+    for student in ("ann", "bob"):
+        text = (course / "on-submit" / f"{student}+{L1}" / CHECKS_FILE).read_text()
+        records = read_checks(text)
+        assert list(records) == [(student, L1)]
+        assert records[(student, L1)][0]["scenario"] == f"{student}'s check"
