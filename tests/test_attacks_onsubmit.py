@@ -180,3 +180,45 @@ def test_a_batchs_per_check_records_are_filed_per_student(tmp_path):
         records = read_checks(text)
         assert list(records) == [(student, L1)]
         assert records[(student, L1)][0]["scenario"] == f"{student}'s check"
+
+
+def test_a_grading_of_some_students_reads_nothing_of_the_others(tmp_path, monkeypatch):
+    """Every grading command on submit copied the course's whole submitted/ (every student,
+    every lesson) before reading it, and that copy is the set-up time shared out among the
+    students of the batch. Mallory submits the most SafeCollect takes (200 MB) to each lesson,
+    once: from then on each classmate's grading copies her gigabytes and charges the minutes to
+    the students graded, never to her. A grading of some students (--students, --lessons)
+    copies and reads their folders only."""
+    from autograder import grading
+    from autograder.plan import Intake
+    from autograder.tasks import GradingOptions
+
+    root = tmp_path / "course"
+    for lesson in (L1, L2):
+        (root / "solutions" / lesson).mkdir(parents=True)
+        (root / "solutions" / lesson / f"{lesson}.ipynb").write_text("{}")
+        for student in ("alice", "bob", "mallory"):
+            folder = root / "submitted" / student / lesson
+            folder.mkdir(parents=True)
+            (folder / f"{lesson}.ipynb").write_text("{}")
+    (root / "submitted" / "mallory" / L1 / "bulk.bin").write_bytes(b"x" * 4096)
+    copied = []
+
+    class Stop(Exception):
+        pass
+
+    def read_only(source, *args, **kwargs):
+        copied.extend(sorted(str(p.relative_to(source)) for p in Path(source).rglob("*")))
+        raise Stop
+
+    monkeypatch.setattr(grading, "collect", read_only)
+    options = GradingOptions(course_root=str(root), out=str(tmp_path / "out"),
+                             lessons=(L1,))
+    try:
+        grading._grade_locked(root / "submitted", options,
+                              Intake(layout="folders", students=["alice", "bob"]), None,
+                              False, None, 0.0)
+    except Stop:
+        pass
+    assert copied and not [p for p in copied if "mallory" in p or L2 in p]
+    assert f"alice/{L1}/{L1}.ipynb" in copied and f"bob/{L1}/{L1}.ipynb" in copied
