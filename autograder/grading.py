@@ -188,6 +188,27 @@ def grade_class(submissions: Path, options: GradingOptions, *, intake: Intake | 
             remote.close()
 
 
+def _copy_selected(submitted: Path, target: Path, students: list[str],
+                   other_lessons: list[str]) -> None:
+    """Copy of the course's submitted/ only the folders of `students`, less their folders of
+    `other_lessons` (links stay links): a grading of some students reads, and its set-up time
+    counts, nothing of the others' (a classmate's bulky submissions are not copied at each
+    grading, its time shared out among the students graded)."""
+    target.mkdir()
+    for name in sorted(set(students)):
+        path = submitted / name
+        if name in ("", ".", "..") or name != path.name or not os.path.lexists(path):
+            continue
+        if path.is_symlink():
+            os.symlink(os.readlink(path), target / name)
+        elif path.is_dir():
+            shutil.copytree(path, target / name, symlinks=True,
+                            ignore=lambda folder, names, top=str(path):
+                            [n for n in names if folder == top and n in other_lessons])
+        else:
+            shutil.copy2(path, target / name, follow_symlinks=False)
+
+
 def _course_timeout(root: Path) -> int:
     """The course's time limit per cell, from nbgrader_config.py."""
     return int(course_config(root).Execute.get("timeout", 60) or 60)
@@ -214,7 +235,11 @@ def _grade_locked(submissions: Path, options: GradingOptions, intake: Intake, re
         source = submissions
         if within(submissions, root / "submitted"):
             source = scratch / "class"
-            if submissions.is_dir():
+            if submissions.is_dir() and submissions == root / "submitted" and intake.students:
+                _copy_selected(submissions, source, intake.students,
+                               [name for name in known if options.lessons and
+                                name not in options.lessons])
+            elif submissions.is_dir():
                 shutil.copytree(submissions, source, symlinks=True)  # links stay links
             else:
                 source.mkdir()

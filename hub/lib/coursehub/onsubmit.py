@@ -75,13 +75,22 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
             errors = steps.grade_many(batch, began)
         else:
             errors = {entry.name: getattr(steps, entry.step)(entry, began)}
+        elapsed = max(0.0, clock() - began)
         if entry.step == "grade":
-            elapsed = max(0.0, clock() - began)
             for one in batch:
                 if one.seconds == before[one.name]:  # the steps did not say: an equal share
                     one.seconds += elapsed / len(batch)
+        elif entry.step == "collect" and (errors[entry.name] or entry.status == SUPERSEDED):
+            # A folder that is never graded (no submission_secret.txt, removed at once) is not
+            # free to its student: the service's time collecting it counts as grading time.
+            # (A collect that succeeds is not charged: classmates' forged folders beside it
+            # can slow it.)
+            entry.spent, entry.spent_at = entry.spent + elapsed, began
         for one in batch:
+            collecting = one.step == "collect"
             _advance(one, errors[one.name])
+            if collecting and one.step == "grade":
+                one.collected_at = clock()
         queue.save()
         if errors[entry.name] or entry.status != PENDING or entry.step == "grade":
             return  # collected: the others ready are collected too, then graded with it
@@ -136,21 +145,36 @@ def publish(queue: Queue, settings: ClassSettings, written: dict[Path, str]) -> 
 # --------------------------------------------------------------------------------------------
 # The service
 
-def inbound_folders(settings: ClassSettings) -> dict[str, str]:
+def inbound_folders(settings: ClassSettings, queue: Queue | None = None) -> dict[str, str]:
     """Each name in the exchange's inbound folder -> the account that owns it (lstat: a link
-    is never followed), or "" when it is not a folder or its owner has no account."""
+    is never followed), or "" when it is not a folder or its owner has no account. A name
+    `queue` knows already (queued, or refused) is given as "" unlooked at: whatever a student
+    makes in inbound, each look costs the service one lstat of each new name and one account
+    lookup of each owner."""
     inbound = settings.exchange_dir / settings.course_id / "inbound"
     try:
         names = os.listdir(inbound)
     except OSError:
         return {}
+    seen = set(queue.refused) | {e.name for e in queue.entries} if queue is not None else set()
+    accounts: dict[int, str] = {}
     found = {}
     for name in names:
+        if name in seen:
+            found[name] = ""
+            continue
         try:
             info = os.lstat(inbound / name)
-            found[name] = pwd.getpwuid(info.st_uid).pw_name if stat.S_ISDIR(info.st_mode) \
-                else ""
-        except (OSError, KeyError):
+            if not stat.S_ISDIR(info.st_mode):
+                found[name] = ""
+                continue
+            if info.st_uid not in accounts:
+                try:
+                    accounts[info.st_uid] = pwd.getpwuid(info.st_uid).pw_name
+                except KeyError:
+                    accounts[info.st_uid] = ""
+            found[name] = accounts[info.st_uid]
+        except OSError:
             found[name] = ""
     return found
 
@@ -176,7 +200,8 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
     def look() -> bool:
         """Queue what is new in inbound; whether anything changed."""
         refused = set(queue.refused)
-        added = queue.observe(inbound_folders(settings), time.time(), released_lessons(settings))
+        added = queue.observe(inbound_folders(settings, queue), time.time(),
+                              released_lessons(settings))
         if set(queue.refused) - refused:  # each told once, by name in the instructors' report
             print(f"coursehub.onsubmit: {len(set(queue.refused) - refused)} folder(s) in inbound "
                   f"not queued, each named in {REPORT_FILE}", flush=True)

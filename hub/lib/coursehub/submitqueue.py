@@ -13,6 +13,7 @@ submission graded is the oldest of the student who used the least grading time i
 from __future__ import annotations
 
 import datetime
+import heapq
 import json
 import os
 import re
@@ -27,6 +28,9 @@ DONE, FAILED, SUPERSEDED = "done", "failed", "superseded"
 MAX_QUEUED_PER_STUDENT = 12  # a student's submissions not yet graded; more wait in inbound
 GRADING_SECONDS_PER_HOUR = 900.0  # a student's grading time on submit in any 60 minutes
 GRADE_BATCH = 16  # collected submissions of a lesson graded by one warm grading command
+# Seconds a collected submission waits for others to join its batch: however many folders
+# keep coming to be collected, it is graded then.
+COLLECT_WINDOW = 60.0
 MAX_REFUSED_SHOWN = 50  # refused folders named in the instructors' report (the rest counted)
 _LESSON = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -64,6 +68,9 @@ class Entry:
     score: str = ""
     withheld: bool = False  # its released feedback left the hidden checks out
     seconds: float = 0.0  # how long its grading took: what the hourly budget counts
+    spent: float = 0.0  # the service's seconds on collects of it that came to nothing
+    spent_at: float | None = None  # when the last of them began (counted as grading time is)
+    collected_at: float | None = None  # when it was collected: it waits COLLECT_WINDOW at most
 
 
 def parse_name(name: str) -> tuple[str, str] | None:
@@ -103,8 +110,11 @@ class Queue:
 
     def save(self) -> None:
         temporary = self.path.with_name(f".{self.path.name}.tmp")
+        # Of the refused folders, those the instructors' report names: a flood of them is not
+        # written again at every save (after a restart the rest are found, and refused, again).
+        refused = {n: self.refused[n] for n in heapq.nsmallest(MAX_REFUSED_SHOWN, self.refused)}
         temporary.write_text(json.dumps({"entries": [asdict(e) for e in self.entries],
-                                         "refused": self.refused}, indent=1))
+                                         "refused": refused}, indent=1))
         os.chmod(temporary, 0o600)
         os.replace(temporary, self.path)
 
@@ -151,9 +161,17 @@ class Queue:
         return ""
 
     def used(self, student: str, now: float, but: Entry | None = None) -> float:
-        """Seconds of grading of `student`'s submissions begun in the hour before `now`."""
-        return sum(e.seconds for e in self.entries if e.student == student and e is not but
-                   and e.started is not None and now - HOUR < e.started <= now)
+        """Seconds of grading of `student`'s submissions begun in the hour before `now`, and
+        of collecting those that came to nothing (refused, or gone)."""
+        return sum(seconds for moment, seconds in self.spending(student, but)
+                   if now - HOUR < moment <= now)
+
+    def spending(self, student: str, but: Entry | None = None) -> list[tuple[float, float]]:
+        """(when, seconds) of each grading of `student`'s submissions, and of each collect of
+        theirs that came to nothing."""
+        mine = [e for e in self.entries if e.student == student and e is not but]
+        return [(e.started, e.seconds) for e in mine if e.started is not None] + \
+            [(e.spent_at, e.spent) for e in mine if e.spent_at is not None]
 
     def next_ready(self, now: float, limits: OnSubmit) -> Entry | None:
         """Settle who waits and whose older submissions a newer one replaces; the submission
@@ -185,7 +203,10 @@ class Queue:
                 if key not in busy:
                     ready.append(entry)
         collected = [e for e in in_progress if e.status == PENDING]
-        if collected and (len(collected) >= GRADE_BATCH or not ready):
+        waited = [now - (e.collected_at if e.collected_at is not None else -HOUR)
+                  for e in collected]
+        if collected and (len(collected) >= GRADE_BATCH or not ready or
+                          max(waited) >= COLLECT_WINDOW):
             return collected[0]
         if not ready and not in_progress:
             ready = self.past_deadline(now, limits)
@@ -236,14 +257,14 @@ class Queue:
             until = recent[-limits.per_hour] + HOUR
             return until, (f"the class grades at most {limits.per_hour} submissions of yours "
                            f"an hour; this one joins the grading queue at {utc(until)}")
-        window = sorted((e for e in graded if now - HOUR < e.started <= now),
-                        key=lambda e: e.started)
-        used = sum(e.seconds for e in window)
+        window = sorted(item for item in self.spending(entry.student, entry)
+                        if now - HOUR < item[0] <= now)
+        used = sum(seconds for _, seconds in window)
         if used >= GRADING_SECONDS_PER_HOUR:
-            for older in window:  # the budget frees as each grading leaves the hour
-                used -= older.seconds
+            for moment, seconds in window:  # the budget frees as each leaves the hour
+                used -= seconds
                 if used < GRADING_SECONDS_PER_HOUR:
-                    until = older.started + HOUR
+                    until = moment + HOUR
                     break
             minutes = round(GRADING_SECONDS_PER_HOUR / 60)
             return until, (f"your submissions took {minutes} minutes of grading in the last "

@@ -204,8 +204,11 @@ class Steps:
         limits, lesson = self.settings.on_submit, entries[0].lesson
         students = [entry.student for entry in entries]
         out = self.settings.course_dir / "on-submit" / f".batch+{lesson}"
+        # nbgrader's submitted/<account>/<lesson>/: never read as an LMS export, whose folder
+        # names a student could imitate with the account name they chose at sign-up.
         args = ["-m", "autograder", "grade", "submitted", "--students", *students,
                 "--lessons", lesson, "--out", str(out), "--course-root", ".",
+                "--layout", "nbgrader",
                 "--jobs", str(min(len(entries), GRADING_SLOTS)), "--no-progress",
                 "--notebook-timeout", str(SUBMIT_NOTEBOOK_TIMEOUT)]
         deadline = limits.deadline(lesson)
@@ -292,11 +295,19 @@ def grading_seconds(log: Path, lesson: str) -> dict[str, float]:
 
 
 def split_results(course: Path, out: Path, lesson: str, students: list[str]) -> None:
-    """File each student's result of a grading command's `out` (grades.csv, feedback page)
-    in <course>/on-submit/<student>+<lesson>, as one grading of theirs alone leaves them;
-    nothing is read through a link, and each file is bounded."""
+    """File each student's result of a grading command's `out` (grades.csv, checks.json,
+    feedback page) in <course>/on-submit/<student>+<lesson>, as one grading of theirs alone
+    leaves them; nothing is read through a link, and each file is bounded."""
+    from autograder.report.class_report import CHECKS_FILE, MAX_CHECKS_BYTES
+
     text = read_small(str(out / "grades.csv"), 1 << 20)
     rows = list(csv.DictReader(io.StringIO(text)))
+    try:  # each check's result and named mistake, which the class report counts
+        checks = json.loads(read_small(str(out / CHECKS_FILE), MAX_CHECKS_BYTES))
+        records = [r for r in checks.get("results", []) if isinstance(r, dict)] \
+            if isinstance(checks, dict) else []
+    except (OSError, Refused, ValueError, RecursionError):
+        records = []
     for student in students:
         if not re.match(USERNAME_PATTERN, student):
             continue
@@ -310,6 +321,8 @@ def split_results(course: Path, out: Path, lesson: str, students: list[str]) -> 
         writer.writeheader()
         writer.writerows(mine)
         replace_file(folder / "grades.csv", buffer.getvalue())
+        replace_file(folder / CHECKS_FILE, json.dumps({"results": [
+            r for r in records if r.get("student_id") == student and r.get("lesson") == lesson]}))
         page = out / "feedback" / student / f"{lesson}.html"
         try:
             replace_file(folder / "feedback" / student / f"{lesson}.html",
