@@ -372,7 +372,10 @@ def hunt_isnan(model, batches, lr):
 
 
 @mistake("08-ex3", "The backward check reads grad_output, the gradient that arrives at the "
-                   "module; the module whose backward produced a NaN has it in grad_input.",
+                   "module (or the grad_input of the old register_backward_hook, which for a "
+                   "module of several operations belongs to its last one); the module whose "
+                   "backward produced a NaN has it in the grad_input of "
+                   "register_full_backward_hook.",
          replaces="first_nonfinite")
 def hunt_grad_output(model, batches, lr):
     return _hunt_variant(model, batches, lr, use_grad_output=True)

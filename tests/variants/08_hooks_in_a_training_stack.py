@@ -511,4 +511,7 @@ def first_nonfinite(model, batches, lr):
         for h in handles:
             h.remove()
 '''),
+    dict(exercise="08-ex3", name="old-backward-hook", expect="fail",
+         mistake="register_backward_hook",
+         source=_hunter().replace("register_full_backward_hook", "register_backward_hook")),
 ]
