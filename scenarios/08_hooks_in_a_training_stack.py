@@ -135,14 +135,33 @@ def monitor_scaled(model, scaler):
     return _monitor_variant(model, scaler, unscale=False)
 
 
-def _monitor_variant(model, scaler, rms_in_forward=False, unscale=True):
+@mistake("08-ex1", "The forward hook appended the output's statistic whenever gradients were "
+                   "enabled, and they are in the non-reentrant checkpoint's recomputation during "
+                   "backward: append it when the output's gradient arrives, in the tensor hook.",
+         replaces="attach_grad_monitor")
+def monitor_appends_when_grad_enabled(model, scaler):
+    return _monitor_variant(model, scaler, rms_in_forward=True, grad_mode_only=True)
+
+
+@mistake("08-ex1", "The scale was read once, when the hooks were attached, and update() changes "
+                   "it between steps: read scaler.get_scale() when the gradient arrives.",
+         replaces="attach_grad_monitor")
+def monitor_scale_read_once(model, scaler):
+    return _monitor_variant(model, scaler, scale_once=True)
+
+
+def _monitor_variant(model, scaler, rms_in_forward=False, unscale=True, grad_mode_only=False,
+                     scale_once=False):
     history, handles = {}, []
+    first_scale = scaler.get_scale()
     for name, module in model.named_modules():
         if not isinstance(module, nn.Linear):
             continue
         history[name] = {"output rms": [], "grad norm": []}
 
         def forward_hook(module, args, output, name=name):
+            if grad_mode_only and not torch.is_grad_enabled():
+                return
             rms = output.detach().pow(2).mean().sqrt()
             if rms_in_forward:
                 history[name]["output rms"].append(rms)
@@ -152,8 +171,8 @@ def _monitor_variant(model, scaler, rms_in_forward=False, unscale=True):
             def record(grad):
                 if not rms_in_forward:
                     history[name]["output rms"].append(rms)
-                history[name]["grad norm"].append(
-                    grad.norm() / (scaler.get_scale() if unscale else 1.0))
+                scale = first_scale if scale_once else scaler.get_scale()
+                history[name]["grad norm"].append(grad.norm() / (scale if unscale else 1.0))
 
             output.register_hook(record)
 
@@ -214,14 +233,13 @@ def buckets_random(bucket_norm_hook, rng):
 @mistake("08-ex2", "These are the norms after averaging: all_reduce works in place, so read the "
                    "norm of the buffer before communicating.", replaces="bucket_norm_hook")
 def bucket_norm_after_average(state, bucket):
+    # The norm is read once all_reduce is done, in the order of the calls (a norm read in the
+    # future's callback is appended in the order the buckets finish, which varies)
     buffer = bucket.buffer().div_(dist.get_world_size())
     work = dist.all_reduce(buffer, async_op=True)
-
-    def record(future):
-        reduced = future.value()[0]
-        state["norms"].append(reduced.norm().item())
-        return reduced
-    return work.get_future().then(record)
+    work.wait()
+    state["norms"].append(buffer.norm().item())
+    return work.get_future().then(lambda future: future.value()[0])
 
 
 @mistake("08-ex2", "The gradients are summed over the processes, not averaged: divide the "
@@ -354,7 +372,10 @@ def hunt_isnan(model, batches, lr):
 
 
 @mistake("08-ex3", "The backward check reads grad_output, the gradient that arrives at the "
-                   "module; the module whose backward produced a NaN has it in grad_input.",
+                   "module (or the grad_input of the old register_backward_hook, which for a "
+                   "module of several operations belongs to its last one); the module whose "
+                   "backward produced a NaN has it in the grad_input of "
+                   "register_full_backward_hook.",
          replaces="first_nonfinite")
 def hunt_grad_output(model, batches, lr):
     return _hunt_variant(model, batches, lr, use_grad_output=True)

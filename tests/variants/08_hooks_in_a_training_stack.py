@@ -94,7 +94,7 @@ VARIANTS = [
              "                return\n\n            def record")),
     dict(exercise="08-ex1", name="scaled-norms", expect="fail", mistake="scaled gradients",
          source=_monitor(divide="1.0")),
-    dict(exercise="08-ex1", name="scale-read-once", expect="fail", mistake=None,
+    dict(exercise="08-ex1", name="scale-read-once", expect="fail", mistake="read once",
          source=_monitor(divide="first_scale").replace(
              "    history, handles = {}, []",
              "    history, handles = {}, []\n    first_scale = scaler.get_scale()")),
@@ -253,4 +253,265 @@ def first_nonfinite(model, batches, lr):
         for handle in hunter.handles:
             handle.remove()
 '''),
+]
+
+# Written blind (without the scenarios) in a review of the lesson
+VARIANTS += [
+    dict(exercise='08-ex1', name='grad-enabled-dedupe', expect='fail', mistake='recomputation', source='''
+def attach_grad_monitor(model, scaler):
+    # dedupe by skipping forward calls made while a backward is running... by grad mode
+    history, handles = {}, []
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        history[name] = {"output rms": [], "grad norm": []}
+        def forward_hook(module, args, output, name=name):
+            if not torch.is_grad_enabled():
+                return
+            history[name]["output rms"].append(output.detach().pow(2).mean().sqrt().item())
+            output.register_hook(lambda g: history[name]["grad norm"].append(
+                g.norm().item() / scaler.get_scale()))
+        handles.append(module.register_forward_hook(forward_hook))
+    return history, handles
+'''),
+    dict(exercise='08-ex1', name='std-not-rms', expect='fail', mistake=None, source='''
+def attach_grad_monitor(model, scaler):
+    history, handles = {}, []
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        history[name] = {"output rms": [], "grad norm": []}
+
+        def forward_hook(module, args, output, name=name):
+            if not output.requires_grad:
+                return
+            rms = output.detach().std()
+
+            def record(grad):
+                history[name]["output rms"].append(rms)
+                history[name]["grad norm"].append(grad.detach().norm() / scaler.get_scale())
+
+            output.register_hook(record)
+
+        handles.append(module.register_forward_hook(forward_hook))
+    return history, handles
+'''),
+    dict(exercise='08-ex1', name='input-rms', expect='fail', mistake=None, source='''
+def attach_grad_monitor(model, scaler):
+    history, handles = {}, []
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        history[name] = {"output rms": [], "grad norm": []}
+
+        def forward_hook(module, args, output, name=name):
+            if not output.requires_grad:
+                return
+            rms = args[0].detach().pow(2).mean().sqrt()
+
+            def record(grad):
+                history[name]["output rms"].append(rms)
+                history[name]["grad norm"].append(grad.detach().norm() / scaler.get_scale())
+
+            output.register_hook(record)
+
+        handles.append(module.register_forward_hook(forward_hook))
+    return history, handles
+'''),
+    dict(exercise='08-ex1', name='full-backward-hook-grad-output', expect='pass', source='''
+def attach_grad_monitor(model, scaler):
+    # rms in forward, gradient of the output from a full backward hook's grad_output
+    history, handles, last = {}, [], {}
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        history[name] = {"output rms": [], "grad norm": []}
+        def fwd(module, args, output, name=name):
+            last[name] = output.detach().pow(2).mean().sqrt().item()
+        def bwd(module, grad_input, grad_output, name=name):
+            history[name]["output rms"].append(last[name])
+            history[name]["grad norm"].append(grad_output[0].norm().item() / scaler.get_scale())
+        handles.append(module.register_forward_hook(fwd))
+        handles.append(module.register_full_backward_hook(bwd))
+    return history, handles
+'''),
+    dict(exercise='08-ex2', name='norm-after-division', expect='fail', mistake=None, source='''
+def bucket_norm_hook(state, bucket):
+    buffer = bucket.buffer()
+    buffer.div_(dist.get_world_size())
+    state["norms"].append(buffer.norm().item())
+    work = dist.all_reduce(buffer, async_op=True)
+    return work.get_future().then(lambda fut: fut.value()[0])
+'''),
+    dict(exercise='08-ex2', name='overwrites-norms', expect='fail', mistake=None, source='''
+def bucket_norm_hook(state, bucket):
+    buffer = bucket.buffer()
+    state["norms"] = [buffer.norm().item()]
+    buffer.div_(dist.get_world_size())
+    return dist.all_reduce(buffer, async_op=True).get_future().then(lambda fut: fut.value()[0])
+'''),
+    dict(exercise='08-ex2', name='gloo-reduce-op-avg', expect='pass', source='''
+def bucket_norm_hook(state, bucket):
+    buffer = bucket.buffer()
+    state["norms"].append(buffer.norm().item())
+    work = dist.all_reduce(buffer, op=dist.ReduceOp.AVG, async_op=True)
+    return work.get_future().then(lambda fut: fut.value()[0])
+'''),
+    dict(exercise='08-ex2', name='blocking-all-reduce-completed-future', expect='pass', source='''
+def bucket_norm_hook(state, bucket):
+    tensor = bucket.buffer()
+    state["norms"].append(tensor.norm().item())
+    dist.all_reduce(tensor)
+    tensor /= dist.get_world_size()
+    fut = torch.futures.Future()
+    fut.set_result(tensor)
+    return fut
+'''),
+    dict(exercise='08-ex3', name='any-not-all', expect='fail', mistake=None, source='''
+def first_nonfinite(model, batches, lr):
+    found, current = [], {"step": 0}
+
+    def bad(t):
+        return not torch.isfinite(t).any()
+
+    def check(tensors, phase, name):
+        tensors = tensors if isinstance(tensors, tuple) else (tensors,)
+        if any(t is not None and bad(t) for t in tensors):
+            found.append((current["step"], phase, name))
+
+    handles = []
+    for name, module in model.named_modules():
+        if list(module.children()):
+            continue
+        handles.append(module.register_forward_hook(
+            lambda m, args, out, name=name: check(out, "forward", name)))
+        handles.append(module.register_full_backward_hook(
+            lambda m, grad_in, grad_out, name=name: check(grad_in, "backward", name)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    try:
+        for step, (inputs, targets) in enumerate(batches):
+            current["step"] = step
+            optimizer.zero_grad()
+            F.mse_loss(model(inputs), targets).backward()
+            
+            if found:
+                return found[0]
+            optimizer.step()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return None
+'''),
+    dict(exercise='08-ex3', name='no-zero-grad', expect='fail', mistake=None, source='''
+def first_nonfinite(model, batches, lr):
+    found, current = [], {"step": 0}
+
+    def bad(t):
+        return not torch.isfinite(t).all()
+
+    def check(tensors, phase, name):
+        tensors = tensors if isinstance(tensors, tuple) else (tensors,)
+        if any(t is not None and bad(t) for t in tensors):
+            found.append((current["step"], phase, name))
+
+    handles = []
+    for name, module in model.named_modules():
+        if list(module.children()):
+            continue
+        handles.append(module.register_forward_hook(
+            lambda m, args, out, name=name: check(out, "forward", name)))
+        handles.append(module.register_full_backward_hook(
+            lambda m, grad_in, grad_out, name=name: check(grad_in, "backward", name)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    try:
+        for step, (inputs, targets) in enumerate(batches):
+            current["step"] = step
+            pass
+            F.mse_loss(model(inputs), targets).backward()
+            
+            if found:
+                return found[0]
+            optimizer.step()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return None
+'''),
+    dict(exercise='08-ex3', name='linear-layers-only', expect='fail', mistake=None, source='''
+def first_nonfinite(model, batches, lr):
+    found, current = [], {"step": 0}
+
+    def bad(t):
+        return not torch.isfinite(t).all()
+
+    def check(tensors, phase, name):
+        tensors = tensors if isinstance(tensors, tuple) else (tensors,)
+        if any(t is not None and bad(t) for t in tensors):
+            found.append((current["step"], phase, name))
+
+    handles = []
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        handles.append(module.register_forward_hook(
+            lambda m, args, out, name=name: check(out, "forward", name)))
+        handles.append(module.register_full_backward_hook(
+            lambda m, grad_in, grad_out, name=name: check(grad_in, "backward", name)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    try:
+        for step, (inputs, targets) in enumerate(batches):
+            current["step"] = step
+            optimizer.zero_grad()
+            F.mse_loss(model(inputs), targets).backward()
+            
+            if found:
+                return found[0]
+            optimizer.step()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return None
+'''),
+    dict(exercise='08-ex3', name='first-hit-in-state', expect='pass', source='''
+class _Found(Exception):
+    pass
+
+
+def first_nonfinite(model, batches, lr):
+    state = {"step": 0, "hit": None}
+
+    def check(tensors, phase, name):
+        if not isinstance(tensors, (tuple, list)):
+            tensors = [tensors]
+        for t in tensors:
+            if t is not None and (torch.isnan(t).any() or torch.isinf(t).any()):
+                if state["hit"] is None:
+                    state["hit"] = (state["step"], phase, name)
+
+    handles = []
+    for name, module in model.named_modules():
+        if next(module.children(), None) is not None:
+            continue
+        handles.append(module.register_forward_hook(
+            lambda m, a, o, name=name: check(o, "forward", name)))
+        handles.append(module.register_full_backward_hook(
+            lambda m, gi, go, name=name: check(gi, "backward", name)))
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    try:
+        for step, (x, y) in enumerate(batches):
+            state["step"] = step
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            if state["hit"] is not None:
+                return state["hit"]
+            opt.step()
+        return None
+    finally:
+        for h in handles:
+            h.remove()
+'''),
+    dict(exercise="08-ex3", name="old-backward-hook", expect="fail",
+         mistake="register_backward_hook",
+         source=_hunter().replace("register_full_backward_hook", "register_backward_hook")),
 ]
