@@ -86,7 +86,7 @@ test-hub: setup
 
 ## test-dask: grading on a Dask cluster of local processes (a scheduler and workers on 127.0.0.1; a few minutes)
 test-dask: setup
-	$(BIN)/python -m pytest -m dask tests/test_grading_cluster.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m dask tests/test_grading_cluster.py tests/test_attacks_cluster.py $(PYTEST_ARGS)
 
 ## release: regenerate the student notebooks in notebooks/ from solutions/
 release: setup
