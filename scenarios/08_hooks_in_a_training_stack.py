@@ -150,8 +150,29 @@ def monitor_scale_read_once(model, scaler):
     return _monitor_variant(model, scaler, scale_once=True)
 
 
+@mistake("08-ex1", "The output's statistic is its mean square, without the root: the rms is "
+                   "output.pow(2).mean().sqrt().", replaces="attach_grad_monitor")
+def monitor_mean_square(model, scaler):
+    return _monitor_variant(model, scaler, statistic=lambda output, args: output.pow(2).mean())
+
+
+@mistake("08-ex1", "The output's statistic is its standard deviation, std(), which subtracts the "
+                   "mean first: the rms is output.pow(2).mean().sqrt().",
+         replaces="attach_grad_monitor")
+def monitor_std(model, scaler):
+    return _monitor_variant(model, scaler, statistic=lambda output, args: output.std())
+
+
+@mistake("08-ex1", "The statistic is the rms of the layer's input, args[0]: the forward hook's "
+                   "third argument is the output.", replaces="attach_grad_monitor")
+def monitor_input_rms(model, scaler):
+    return _monitor_variant(model, scaler,
+                            statistic=lambda output, args: args[0].pow(2).mean().sqrt())
+
+
 def _monitor_variant(model, scaler, rms_in_forward=False, unscale=True, grad_mode_only=False,
-                     scale_once=False):
+                     scale_once=False,
+                     statistic=lambda output, args: output.pow(2).mean().sqrt()):
     history, handles = {}, []
     first_scale = scaler.get_scale()
     for name, module in model.named_modules():
@@ -162,7 +183,7 @@ def _monitor_variant(model, scaler, rms_in_forward=False, unscale=True, grad_mod
         def forward_hook(module, args, output, name=name):
             if grad_mode_only and not torch.is_grad_enabled():
                 return
-            rms = output.detach().pow(2).mean().sqrt()
+            rms = statistic(output.detach(), tuple(a.detach() for a in args))
             if rms_in_forward:
                 history[name]["output rms"].append(rms)
             if not output.requires_grad:
@@ -248,6 +269,43 @@ def bucket_summed(state, bucket):
     state["norms"].append(bucket.buffer().norm().item())
     work = dist.all_reduce(bucket.buffer(), async_op=True)
     return work.get_future().then(lambda future: future.value()[0])
+
+
+def _bucket_variant(state, bucket, record):
+    buffer = bucket.buffer()
+    record(state, bucket)
+    buffer.div_(dist.get_world_size())
+    work = dist.all_reduce(buffer, async_op=True)
+    return work.get_future().then(lambda future: future.value()[0])
+
+
+@mistake("08-ex2", "The recorded value is the squared norm, the sum of squares: the norm is its "
+                   "square root, buffer.norm().", replaces="bucket_norm_hook")
+def bucket_squared_norm(state, bucket):
+    return _bucket_variant(state, bucket, lambda state, bucket: state["norms"].append(
+        bucket.buffer().pow(2).sum().item()))
+
+
+@mistake("08-ex2", "The norms are recorded as tensors: record plain numbers, with .item().",
+         replaces="bucket_norm_hook")
+def bucket_norm_tensor(state, bucket):
+    return _bucket_variant(state, bucket, lambda state, bucket: state["norms"].append(
+        bucket.buffer().norm().clone()))
+
+
+@mistake("08-ex2", "state['norms'] is replaced at each call, so only the last bucket's norm is "
+                   "left: append to the list.", replaces="bucket_norm_hook")
+def bucket_norms_replaced(state, bucket):
+    return _bucket_variant(state, bucket, lambda state, bucket: state.__setitem__(
+        "norms", [bucket.buffer().norm().item()]))
+
+
+@mistake("08-ex2", "The norm is of the bucket's first gradient only: bucket.buffer() holds all "
+                   "of the bucket's gradients, flattened; take its norm.",
+         replaces="bucket_norm_hook")
+def bucket_first_gradient(state, bucket):
+    return _bucket_variant(state, bucket, lambda state, bucket: state["norms"].append(
+        bucket.gradients()[0].norm().item()))
 
 
 # ------------------------------------------------------- 08-ex3: first_nonfinite

@@ -101,14 +101,17 @@ VARIANTS = [
     dict(exercise="08-ex1", name="children-only", expect="fail", mistake=None,
          source=_monitor(modules="named_children()")),
     dict(exercise="08-ex1", name="no-requires-grad-test", expect="fail", mistake=None,
+         relation="right on the test cell's example, wrong on these inputs",
          source=_monitor(guard="pass")),
-    dict(exercise="08-ex1", name="mean-square-not-rms", expect="fail", mistake=None,
+    dict(exercise="08-ex1", name="mean-square-not-rms", expect="fail", mistake="mean square",
          source=_monitor(rms="output.detach().pow(2).mean()")),
     dict(exercise="08-ex1", name="divides-by-the-square", expect="fail", mistake=None,
+         relation="of the expected value (×1/",
          source=_monitor(divide="scaler.get_scale() ** 2")),
-    dict(exercise="08-ex1", name="late-binding", expect="fail", mistake=None,
+    dict(exercise="08-ex1", name="late-binding", expect="fail", mistake=None, relation="is empty",
          source=_monitor(bind="name_unused=None")),
     dict(exercise="08-ex1", name="no-handles", expect="fail", mistake=None,
+         relation="every entry is the same, where the expected ones differ",
          source=_monitor(handles="[]")),
     dict(exercise="08-ex1", name="weight-gradients", expect="fail", mistake=None, source='''
 def attach_grad_monitor(model, scaler):
@@ -156,21 +159,27 @@ def attach_grad_monitor(model, scaler):
          source=_bucket_hook(divide=False)),
     dict(exercise="08-ex2", name="returns-the-tensor", expect="fail", mistake=None,
          source=_bucket_hook(result="(work.wait(), buffer)[1]")),
-    dict(exercise="08-ex2", name="norm-squared", expect="fail", mistake=None,
+    dict(exercise="08-ex2", name="norm-squared", expect="fail", mistake="squared norm",
          source=_bucket_hook(record="buffer.pow(2).sum().item()")),
     dict(exercise="08-ex2", name="rank-zero-only", expect="fail", mistake=None,
+         relation="process 1 is empty",
          source=_bucket_hook(record="buffer.norm().item()) if dist.get_rank() == 0 else None"
                                     " #")),
-    dict(exercise="08-ex2", name="first-parameter-only", expect="fail", mistake=None,
+    dict(exercise="08-ex2", name="first-parameter-only", expect="fail", mistake="first gradient only",
          source=_bucket_hook(record="bucket.gradients()[0].norm().item()")),
     dict(exercise="08-ex2", name="multiplies-by-world-size", expect="fail", mistake=None,
+         relation="4 times the expected values",
          source=_bucket_hook(divide=False).replace(
              "    work = dist.all_reduce", "    buffer.mul_(dist.get_world_size())\n"
                                           "    work = dist.all_reduce")),
-    dict(exercise="08-ex2", name="norm-as-tensor", expect="fail", mistake=None,
+    dict(exercise="08-ex2", name="norm-as-tensor", expect="fail", mistake="as tensors",
          source=_bucket_hook(record="buffer.norm().clone()")),
     dict(exercise="08-ex2", name="returns-none", expect="fail", mistake=None,
          source=_bucket_hook(result="None")),
+    dict(exercise="08-ex2", name="divides-twice", expect="fail", mistake=None,
+         relation="half the expected values", source=_bucket_hook(
+             result="work.get_future().then(\n"
+                    "        lambda future: future.value()[0] / dist.get_world_size())")),
     dict(exercise="08-ex2", name="divide-in-then", expect="pass", source='''
 def bucket_norm_hook(state, bucket):
     state["norms"].append(float(torch.linalg.vector_norm(bucket.buffer())))
@@ -197,12 +206,15 @@ def bucket_norm_hook(state, bucket):
     dict(exercise="08-ex3", name="last-found", expect="fail", mistake=None,
          source=_hunter(first="found[-1]")),
     dict(exercise="08-ex3", name="isinf-only", expect="fail", mistake=None,
+         relation="the result is None where a string was expected",
          source=_hunter(bad="bool(torch.isinf(t).any())")),
     dict(exercise="08-ex3", name="hooks-left", expect="fail", mistake=None,
          source=_hunter(remove=False)),
     dict(exercise="08-ex3", name="children-names", expect="fail", mistake=None,
+         relation="right on the test cell's example, wrong on these inputs",
          source=_hunter().replace("model.named_modules()", "model.named_children()")),
-    dict(exercise="08-ex3", name="loss-only", expect="fail", mistake=None, source='''
+    dict(exercise="08-ex3", name="loss-only", expect="fail", mistake=None,
+         relation="the result is None where a string was expected", source='''
 def first_nonfinite(model, batches, lr):
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     for step, (inputs, targets) in enumerate(batches):
@@ -274,7 +286,7 @@ def attach_grad_monitor(model, scaler):
         handles.append(module.register_forward_hook(forward_hook))
     return history, handles
 '''),
-    dict(exercise='08-ex1', name='std-not-rms', expect='fail', mistake=None, source='''
+    dict(exercise='08-ex1', name='std-not-rms', expect='fail', mistake='standard deviation', source='''
 def attach_grad_monitor(model, scaler):
     history, handles = {}, []
     for name, module in model.named_modules():
@@ -296,7 +308,7 @@ def attach_grad_monitor(model, scaler):
         handles.append(module.register_forward_hook(forward_hook))
     return history, handles
 '''),
-    dict(exercise='08-ex1', name='input-rms', expect='fail', mistake=None, source='''
+    dict(exercise='08-ex1', name='input-rms', expect='fail', mistake='args[0]', source='''
 def attach_grad_monitor(model, scaler):
     history, handles = {}, []
     for name, module in model.named_modules():
@@ -335,7 +347,8 @@ def attach_grad_monitor(model, scaler):
         handles.append(module.register_full_backward_hook(bwd))
     return history, handles
 '''),
-    dict(exercise='08-ex2', name='norm-after-division', expect='fail', mistake=None, source='''
+    dict(exercise='08-ex2', name='norm-after-division', expect='fail', mistake=None,
+         relation='half the expected value', source='''
 def bucket_norm_hook(state, bucket):
     buffer = bucket.buffer()
     buffer.div_(dist.get_world_size())
@@ -343,7 +356,7 @@ def bucket_norm_hook(state, bucket):
     work = dist.all_reduce(buffer, async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0])
 '''),
-    dict(exercise='08-ex2', name='overwrites-norms', expect='fail', mistake=None, source='''
+    dict(exercise='08-ex2', name='overwrites-norms', expect='fail', mistake='replaced at each call', source='''
 def bucket_norm_hook(state, bucket):
     buffer = bucket.buffer()
     state["norms"] = [buffer.norm().item()]
@@ -367,7 +380,8 @@ def bucket_norm_hook(state, bucket):
     fut.set_result(tensor)
     return fut
 '''),
-    dict(exercise='08-ex3', name='any-not-all', expect='fail', mistake=None, source='''
+    dict(exercise='08-ex3', name='any-not-all', expect='fail', mistake=None,
+         relation='the result is None where a string was expected', source='''
 def first_nonfinite(model, batches, lr):
     found, current = [], {"step": 0}
 
@@ -402,7 +416,8 @@ def first_nonfinite(model, batches, lr):
             handle.remove()
     return None
 '''),
-    dict(exercise='08-ex3', name='no-zero-grad', expect='fail', mistake=None, source='''
+    dict(exercise='08-ex3', name='no-zero-grad', expect='fail', mistake=None,
+         relation='the result should be None, found a string', source='''
 def first_nonfinite(model, batches, lr):
     found, current = [], {"step": 0}
 
@@ -437,7 +452,8 @@ def first_nonfinite(model, batches, lr):
             handle.remove()
     return None
 '''),
-    dict(exercise='08-ex3', name='linear-layers-only', expect='fail', mistake=None, source='''
+    dict(exercise='08-ex3', name='linear-layers-only', expect='fail', mistake=None,
+         relation='twice the expected value (×2)', source='''
 def first_nonfinite(model, batches, lr):
     found, current = [], {"step": 0}
 
