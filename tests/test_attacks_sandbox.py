@@ -993,7 +993,10 @@ def test_unprivileged_sandbox_confines(unprivileged):
     assert inside["secret"] == "No such file or directory", inside
     assert inside["passwd-shadow"] == "No such file or directory", inside
     assert inside["home"] == "No such file or directory", inside
-    assert inside["network"] == "Network is unreachable", inside
+    # The grader's port on the machine's loopback is out of reach: the sandbox's own network
+    # namespace has only its own loopback (up, for lesson 08's two processes), where nothing
+    # listens on that port.
+    assert inside["network"] in ("Connection refused", "Network is unreachable"), inside
     assert unprivileged["accepted"] is False
     if "ptrace-init" in inside:  # the notebook runs under an init: it cannot take it over
         assert inside["ptrace-init"] == "Operation not permitted", inside

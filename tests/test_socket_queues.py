@@ -75,9 +75,17 @@ def test_without_a_cgroup_socket_queues_count_toward_the_memory(account):
     os.chmod(root, 0o777)
     as_account = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] \
         if account == "nobody" else []
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # The sandbox's modules, copied where the account can read them: the checkout may be in a
+    # folder closed to other accounts (a private temporary folder), as the venv is not.
+    package = root / "lib" / "autograder"
+    shutil.copytree(REPO / "autograder" / "sandbox", package / "sandbox",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "autograder" / "__init__.py", package)
+    for path in [root / "lib", *(root / "lib").rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    env = dict(os.environ, PYTHONPATH=str(root / "lib"), PYTHONDONTWRITEBYTECODE="1")
     try:
-        done = subprocess.run([*as_account, sys.executable, "-c", _PROBE, str(root)], cwd=REPO,
+        done = subprocess.run([*as_account, sys.executable, "-c", _PROBE, str(root)], cwd=root,
                               env=env, capture_output=True, text=True, timeout=120)
     finally:
         shutil.rmtree(root, ignore_errors=True)
