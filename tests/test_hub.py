@@ -565,7 +565,7 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     # Students land on the course's start page: every lesson, none released yet.
     for student in hub.students:
         rows = start_page_rows(pages[student])
-        assert len(rows) == 7 and all("not released yet" in row for row in rows.values()), rows
+        assert len(rows) == len(LESSONS) and all("not released yet" in row for row in rows.values()), rows
     assert page_menu_items(teacher, "Nbgrader") >= {"Formgrader", "Assignment List"}
     grader = teacher_context.new_page()
     grader.goto(f"{hub.url}/hub/user-redirect/formgrader")

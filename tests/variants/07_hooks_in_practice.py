@@ -650,6 +650,11 @@ def output_grad_norms(model, images, labels):
         for handle in handles:
             handle.remove()
     return {name: norms[name] for name in order}
+
+
+def steepest_drop(norms):
+    names = list(norms)
+    return min(names[:-1], key=lambda name: norms[name] / norms[names[names.index(name) + 1]])
 '''),
     dict(exercise="07-ex2", name="half-with-element-size", expect="pass", mistake=None, source='''
 def float16_hooks(min_elements):
