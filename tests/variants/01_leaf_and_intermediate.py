@@ -238,7 +238,7 @@ def sgd_step_(w, lr):
     w.grad = None
 '''),
     dict(exercise="01-ex4", name="hard-coded-visible", expect="fail", mistake=None,
-         relation="do not fit together", source='''
+         relation="right on the test cell's example", source='''
 def sgd_step_(w, lr):
     with torch.no_grad():
         w.copy_(torch.tensor([0.25, -1.75, -1.0]))
