@@ -19,6 +19,7 @@ from pathlib import Path
 
 from autograder.intake.safe_copy import Refused, read_small
 from coursehub.settings import USERNAME_PATTERN
+from coursehub.submitsteps import replace_file
 
 MAX_PAGE_BYTES = 64 << 20  # a feedback page copied beside the class report
 
@@ -44,14 +45,7 @@ def _copy_page(source: Path, target: Path) -> None:
         pass
     text = read_small(str(source), MAX_PAGE_BYTES)
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.tmp")
-    if os.path.lexists(temporary):
-        os.unlink(temporary)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o660)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.utime(temporary, ns=(info.st_atime_ns, info.st_mtime_ns))
-    os.replace(temporary, target)
+    replace_file(target, text, 0o660, times_ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
 def _checks(folder: Path, student: str, lesson: str) -> list[dict]:

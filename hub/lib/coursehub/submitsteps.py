@@ -331,9 +331,11 @@ def split_results(course: Path, out: Path, lesson: str, students: list[str]) -> 
             pass
 
 
-def replace_file(path: Path, text: str, mode: int = 0o660, group: int | None = None) -> None:
-    """Write `path` whole, with `mode` (and `group`), through a new file that no link can
-    redirect (the course folder is the instructors' to change)."""
+def replace_file(path: Path, text: str, mode: int = 0o660, group: int | None = None,
+                 times_ns: tuple[int, int] | None = None) -> None:
+    """Write `path` whole, with `mode` (and `group`; and access and change times, as
+    os.utime's ns), through a new file that no link can redirect (the course folder is the
+    instructors' to change)."""
     temporary = path.with_name(f".{path.name}.tmp")
     if os.path.lexists(temporary):
         os.unlink(temporary)
@@ -343,6 +345,8 @@ def replace_file(path: Path, text: str, mode: int = 0o660, group: int | None = N
         if group is not None:
             os.fchown(handle.fileno(), -1, group)
         os.fchmod(handle.fileno(), mode)
+    if times_ns is not None:
+        os.utime(temporary, ns=times_ns)
     os.replace(temporary, path)
 
 
