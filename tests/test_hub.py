@@ -399,8 +399,13 @@ def run_all_of_a_fresh_lesson(page, hub: ClassHub, student: str, lesson: str) ->
                           timeout=600)
     page.keyboard.press("Escape")
     page.keyboard.press("ControlOrMeta+s")
-    wait_until(lambda: nbformat.read(path, as_version=4).cells[last_code].execution_count,
-               "saved run")
+    def saved_run() -> bool:
+        try:  # read while the server writes it, the file can be empty or cut for a moment
+            return bool(nbformat.read(path, as_version=4).cells[last_code].execution_count)
+        except (ValueError, nbformat.reader.NotJSONError):
+            return False
+
+    wait_until(saved_run, "saved run")
     saved = nbformat.read(path, as_version=4)
     not_run = [i for i, c in enumerate(saved.cells) if c.cell_type == "code"
                and not c.execution_count]
