@@ -89,7 +89,7 @@ def run(rank, port):
     dist.init_process_group("gloo", rank=rank, world_size=2)
     total = torch.tensor([rank + 1.0])
     dist.all_reduce(total)
-    print("rank", rank, "sum", total.item(), flush=True)
+    os.write(1, f"rank {rank} sum {total.item()}\n".encode())  # one write: lines never interleave
     dist.destroy_process_group()
 
 if __name__ == "__main__":
