@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import pickle as _pickle
-import re
 from typing import Any
+
+from autograder.intake.jsonscan import scan
 
 REFUSED = "<data from the cluster that the command does not unpickle>"
 MAX_REPLY_BYTES = 256 * 1024 * 1024  # a chunk's reply: its notebooks, graded, and their pages
@@ -75,23 +76,15 @@ def refuse_pickles():
     return restore
 
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 
 def _scan(data: bytes, max_depth: int, max_values: int) -> None:
-    """Count the nesting and the values of JSON text without parsing it: its strings become
-    one byte each, then the brackets and commas of what is left are counted."""
-    skeleton = _STRING.sub(b"0", data)
-    if skeleton.count(b",") + skeleton.count(b"[") + skeleton.count(b"{") > max_values:
+    """Count the nesting and the values of JSON text without parsing it (intake.jsonscan)."""
+    over = scan(data, max_values, max_depth).over
+    if over == "items":
         raise BadReply(f"it holds more than {max_values} values")
-    depth = 0
-    for byte in skeleton.translate(None, b" \t\r\n0123456789.eE+-:truefalsn"):
-        if byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > max_depth:
-                raise BadReply(f"it is nested more than {max_depth} levels deep")
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
+    if over == "depth":
+        raise BadReply(f"it is nested more than {max_depth} levels deep")
 
 
 def read_reply(data: object, max_bytes: int = MAX_REPLY_BYTES,

@@ -40,6 +40,7 @@ from markupsafe import Markup
 
 from coursekit.notebook import exercise_of
 
+from autograder.intake.jsonscan import scan
 from autograder.text import one_line, spreadsheet_cell
 from autograder.report.figures import pass_rate_bars, score_histograms
 from autograder.report.tally import Exercise, Item
@@ -147,24 +148,12 @@ def write_checks(path: Path, results) -> None:
     path.write_text(json.dumps({"results": records}, indent=0), encoding="utf-8")
 
 
-def _depth(text: str) -> int:
-    """The deepest nesting of brackets in JSON `text`, strings left out (before parsing it)."""
-    depth = deepest = 0
-    for char in re.sub(r'"(?:[^"\\]|\\.)*"', "", text):
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
 def read_checks(text: str) -> dict[tuple[str, str], list[dict]]:
     """The records of a `checks.json` (write_checks): (student, lesson) -> its checks. Its size
     and nesting are bounded before it is parsed; ValueError says what is wrong."""
     if len(text) > MAX_CHECKS_BYTES:
         raise ValueError(f"{CHECKS_FILE} is over {MAX_CHECKS_BYTES >> 20} MiB")
-    if _depth(text) > MAX_CHECKS_DEPTH:
+    if scan(text.encode(), MAX_CHECKS_BYTES, MAX_CHECKS_DEPTH).over == "depth":
         raise ValueError(f"{CHECKS_FILE} is nested deeper than its records are")
     data = json.loads(text)
     found = {}
