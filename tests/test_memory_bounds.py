@@ -107,3 +107,15 @@ def test_the_scan_stops_at_its_caps_and_tells_sources_apart():
     found = scan(cell, 100, 10, notebook=True)
     assert (found.source_bytes, found.other_bytes) == (4, 3)
     assert scan(cell, 100, 10, notebook=True, max_other_bytes=2).over == "other_bytes"
+
+
+def test_a_text_of_unclosed_strings_is_scanned_in_one_pass():
+    """A quote that never closes made the scanner try the string again at every later quote
+    (2 MB of `\\"` took hours of CPU); it now stops at the first such quote, having counted
+    nothing after it, and json.loads rejects the text."""
+    from autograder.intake.jsonscan import scan
+
+    found = scan(b'"' + b'\\"' * 5000, 10**6, 100)
+    assert found.items == 0 and found.over == "", found
+    found = scan(b'[1, 2, "open' + b'\\"' * 5000, 10**6, 100)
+    assert found.items == 3, found

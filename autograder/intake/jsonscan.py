@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 # Whitespace (skipped in one run), then a string (escapes included), an opening or closing
 # bracket, a comma, a colon, or a run of anything else but whitespace (a number, a literal).
-_TOKENS = re.compile(rb'\s*("[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]|[^\s"\[\]{},:]+)', re.S)
+# A quote that opens no complete string matches alone (the last alternative): the scan stops
+# there, so a text of many unclosed strings costs one pass, not one pass per quote.
+_TOKENS = re.compile(rb'\s*("[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]|[^\s"\[\]{},:]+|")', re.S)
 _QUOTE, _COMMA, _COLON = ord('"'), ord(","), ord(":")
 _CLOSE = (ord("]"), ord("}"))
 _OPEN_LIST, _OPEN_OBJECT = ord("["), ord("{")
@@ -56,6 +58,8 @@ def scan(data: bytes, max_items: int, max_depth: int, notebook: bool = False,
     for match in _TOKENS.finditer(data):
         start, end = match.span(1)
         first = data[start]
+        if first == _QUOTE and end - start == 1:  # a string never closed: not JSON from here
+            break
         if first == _COLON:
             continue
         if first == _COMMA:
