@@ -119,3 +119,16 @@ def test_a_text_of_unclosed_strings_is_scanned_in_one_pass():
     assert found.items == 0 and found.over == "", found
     found = scan(b'[1, 2, "open' + b'\\"' * 5000, 10**6, 100)
     assert found.items == 3, found
+
+
+def test_a_source_given_twice_is_counted_before_it_is_parsed(tmp_path):
+    """json.loads keeps the last of two "source" keys: a first one of 20 MB was built in
+    memory and then passed the size check of the parsed text, which saw the second."""
+    from autograder.intake.validate import count_problem
+
+    cell = ('{"cell_type":"code","metadata":{},"outputs":[],"execution_count":null,'
+            '"source":"%s","source":"x = 1"}' % ("a" * (20 << 20)))
+    path = tmp_path / "twice.ipynb"
+    path.write_text('{"cells":[%s],"metadata":{},"nbformat":4,"nbformat_minor":5}' % cell)
+    problem = count_problem(path)
+    assert problem and "characters of text in all" in problem, problem

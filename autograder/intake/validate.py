@@ -25,6 +25,7 @@ MAX_DEPTH = 100  # nesting of a notebook's JSON (about 6 in a lesson notebook)
 # the feedback page costs the grader far more time and memory than its size.
 MAX_CELL_SOURCE = 256 * 1024
 MAX_NOTEBOOK_SOURCE = 1024 * 1024  # all its cells' text (a lesson's is under 50 KB)
+RAW_SOURCE_FACTOR = 6  # the most bytes of JSON one character of text takes (\uXXXX)
 # Counted before the JSON is parsed (`autograder.intake.jsonscan`): parsing builds an object
 # for each container and value, some 32 bytes of them per byte for nested empty lists. Outside
 # the cells' sources (metadata, outputs, the cells' own structure) a lesson's executed notebook
@@ -119,6 +120,13 @@ def _count_problem(raw: bytes) -> str | None:
                 f"{MAX_OTHER_BYTES >> 20} MB in its outputs and metadata (a lesson's hold under "
                 "1 MB). Clear its outputs (Kernel > Restart Kernel and Clear Outputs), remove "
                 "metadata you added, save, and submit it again.")
+    # Checked again on the parsed text below; counted here too because a cell's "source" may
+    # be given twice in the JSON, the parser building the first (however large) and keeping
+    # the second. Raw bytes: an escape (\n, \u00e9) is several bytes for one character.
+    if found.source_bytes > RAW_SOURCE_FACTOR * MAX_NOTEBOOK_SOURCE:
+        return (f"The notebook's cells hold more than {MAX_NOTEBOOK_SOURCE:,} characters of "
+                "text in all (a lesson's hold under 50,000). Remove what you added and submit "
+                "it again.")
     return None
 
 
