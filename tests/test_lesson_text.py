@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 
-from autograder.release import NAV_TAG
-from conftest import SPEC_EXAMPLES, read_notebook, student_path
+from autograder.release import COURSE_ROOT, NAV_TAG
+from coursekit.lab import course_intro
+from conftest import SPEC_EXAMPLES, read_notebook, solution_path, student_path
 
 THE_SOURCE = re.compile(r"(?i)\b(the|a|one of the)\s+source(\s+texts?|'s|s')?\b|\bsource texts?\b")
 # The ids of COURSE-SPEC's examples ("000.3": seed 000, third example), and any of that form.
@@ -56,3 +57,31 @@ def test_every_note_on_a_text_is_an_erratum_or_then_and_now(lesson):
         for name in ("Then and now", "Erratum"):
             assert cell.source.count(f"**{name}") == cell.source.count(f"> **{name}."), \
                 f"{lesson}, cell {index}: '{name}' outside a note's heading"
+
+
+def test_each_time_line_adds_up(lesson):
+    """The **Time:** line splits the core into sections and exercises, and gives the total:
+    the parts add up to the core, and core plus Going further to the total."""
+    opening = next(c.source for c in read_notebook(solution_path(lesson)).cells
+                   if "**Time:**" in c.source)
+    line = " ".join(opening[opening.index("**Time:**"):].split())
+    core = re.search(r"about (\d+) minutes for the core[,:] some (\d+) for .*? (?:and )?(\d+) for the "
+                     r"(?:\w+ )?exercises", line)
+    total = re.search(r'"Going further".*?about (\d+) (?:minutes )?more: (\d+) in all', line)
+    assert core and total, f"{lesson}: the **Time:** line lacks its parts or its total: {line}"
+    assert int(core[2]) + int(core[3]) == int(core[1]), f"{lesson}: {line}"
+    assert int(core[1]) + int(total[1]) == int(total[2]), f"{lesson}: {line}"
+
+
+def test_the_instructors_table_gives_the_readmes_times():
+    """docs/INSTRUCTORS.md's lesson table repeats the README's times: core, Going further,
+    total."""
+    _, teaches = course_intro(COURSE_ROOT)
+    table = (COURSE_ROOT / "docs" / "INSTRUCTORS.md").read_text()
+    for name, what in teaches.items():
+        readme = re.search(r"\((\d+) \+ (\d+) min\)\s*$", what)
+        row = re.search(rf"(?m)^\| `{name}` \| (\d+) min \| (\d+) min \| (\d+) min \|", table)
+        assert readme and row, f"{name}: no time in README.md's table or docs/INSTRUCTORS.md's"
+        core, further = int(readme[1]), int(readme[2])
+        assert (int(row[1]), int(row[2]), int(row[3])) == (core, further, core + further), \
+            f"{name}: docs/INSTRUCTORS.md gives {row.group(0)}, README.md ({core} + {further} min)"
