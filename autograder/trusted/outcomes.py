@@ -13,14 +13,14 @@ A scenario run travels as one of
      "line": 4, "cell": 7}                       the line of the student's cell it raised from
     {"unreportable": "..."}                      the observations could not be encoded
 
-What a check says in the feedback quotes no free text from the report. The answer under test
-runs in the same process as the scenario module (hidden scenarios and mistakes included), and
-can read every seed of the run from the stack, so a hostile answer can try to carry that out
-in whatever the feedback echoes: an exception's message or class name, an unexpected key, a
+What a check says in the feedback quotes little free text from the report. The answer under
+test runs in the same process as the scenario module (hidden scenarios and mistakes included),
+and can read every seed of the run from the stack, so a hostile answer can try to carry that
+out in whatever the feedback echoes: an exception's message or class name, an unexpected key, a
 string it returns, the reason its results could not be reported. Those are told by kind only
 (an exception's type when it is one of Python's own, else "an exception of its own class"),
-except a message that is one of torch's or Python's own (`messages.quotable`), quoted on a
-visible check. Numbers are shown where they help (a visible check's values, shapes, list
+except an exception's message (`raised.shown_message`): one line in quotes, without any
+stretch of the scenario module's code and, on a hidden check, without any number. Numbers are shown where they help (a visible check's values, shapes, list
 lengths): a few numbers per check, which carry no expected value of a hidden check, since none
 ever enters the sandbox.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograder.text import one_line
-from autograder.trusted.raised import PYTHON_EXCEPTIONS, quotable
+from autograder.trusted.raised import LEFT_OUT, PYTHON_EXCEPTIONS, shown_message, source_of
 from coursekit.scenarios import MAX_DEPTH, MAX_ELEMENTS, MAX_ITEMS, MAX_STRING, Mistake, Scenario
 from coursekit.tolerance import fitted
 
@@ -366,7 +366,7 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome,
     if student.stopped:
         return [student.stopped]
     if student.raised:
-        return [raised_text(student, scenario.visible and quote)]
+        return [raised_text(student, scenario.visible and quote, scenario)]
     if student.observations is None:
         expected = "; ".join(f"{key}: {kind_of(value)}" for key, value in
                              list(reference.observations.items())[:3])
@@ -387,21 +387,27 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome,
     return problems
 
 
-def raised_text(student: Outcome, quote: bool) -> str:
+def raised_text(student: Outcome, quote: bool, scenario: Scenario | None = None) -> str:
     """What the feedback says of an exception the answer raised: its type (Python's own
-    classes only), the line of the student's cell, and with `quote` its message when it is
-    one of torch's or Python's own, on one line."""
+    classes only), the line of the student's cell, and its message (`raised.shown_message`):
+    on a visible check with `quote`, on a hidden check always, with every number left out."""
     if student.raised == "NotImplementedError":
         return "the answer raised NotImplementedError: the exercise is not answered yet"
     kind = student.raised if student.raised in PYTHON_EXCEPTIONS \
         else "an exception of its own class"
     text = f"your code raised {kind}"
-    shown = quotable(student.message) if quote and kind == student.raised else None
+    hidden = scenario is not None and not scenario.visible
+    shown = None
+    if quote or hidden:
+        shown = shown_message(student.message, hidden=hidden,
+                              source=source_of(scenario.func) if scenario else None)
     if shown:
         text += f": {shown}"
     if student.line is not None:
         cell = f" In [{student.cell}]" if student.cell is not None else ""
         text += f" (line {student.line} of your cell{cell})"
+    if shown and LEFT_OUT in shown:
+        text += f"; “{LEFT_OUT}” marks what the grader leaves out"
     return text
 
 
