@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograder.text import one_line
+from autograder.trusted.wording import many_differ
 from autograder.trusted.raised import LEFT_OUT, PYTHON_EXCEPTIONS, shown_message, source_of
 from coursekit.scenarios import MAX_DEPTH, MAX_ELEMENTS, MAX_ITEMS, MAX_STRING, Mistake, Scenario
 from coursekit.tolerance import fitted
@@ -305,6 +306,12 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
             if not reveal:  # neither length: as for a tensor's shape above
                 return [f"{where}: a list of another length than expected"]
             return [f"{where}: a list of {len(found)} items, expected {len(expected)}"]
+        if len(expected) > 8 and all(_plain_number(x) for x in expected + found):
+            # A long list of numbers is told as a long tensor is (not item by item)
+            wrong = [i for i, (e, f) in enumerate(zip(expected, found))
+                     if differences(e, f, rtol, atol, where, False)]
+            return [many_differ(where, expected, found, (len(expected),), wrong, reveal,
+                                "items")] if wrong else []
         problems = []
         for i, (e, f) in enumerate(zip(expected, found)):
             problems += differences(e, f, rtol, atol, f"{where}[{i}]", reveal)
@@ -330,25 +337,13 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
 
 def _many_differ(where: str, expected: Tensor, found: Tensor, wrong: list[int],
                  reveal: bool) -> str:
-    """A long tensor that differs: how many entries, and on a visible check where the largest
-    difference is and its size (a hidden check tells the count only: the position and size
-    of a difference would tell a hidden expected value)."""
-    text = f"{where}: {len(wrong)} of {len(expected.data)} entries differ"
-    if not reveal:
-        return text
+    """A long tensor that differs: how many entries, where the largest difference is and its
+    size (`wording.many_differ`)."""
+    return many_differ(where, expected.data, found.data, expected.shape, wrong, reveal)
 
-    def gap(i: int) -> float:
-        d = abs(float(found.data[i]) - float(expected.data[i]))
-        return math.inf if math.isnan(d) else d
 
-    worst = max(wrong, key=gap)
-    index, rest = [], worst
-    for size in reversed(expected.shape):
-        index.append(rest % size if size else 0)
-        rest //= size if size else 1
-    at = ", ".join(str(i) for i in reversed(index))
-    return (f"{text}; the largest difference is at [{at}]: expected "
-            f"{_number(expected.data[worst])}, found {_number(found.data[worst])}")
+def _plain_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 class ScenarioBroken(RuntimeError):
