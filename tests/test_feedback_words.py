@@ -75,3 +75,93 @@ def test_a_not_a_number_found_is_said_so():
     found = _tensor([1.0] * 19 + [float("nan")], (20,))
     (said,) = differences(expected, found, 1e-5, 1e-6, "y", False)
     assert said.endswith("at [19], where the answer's value is not a finite number"), said
+
+
+# --------------------------------------------------------------------------------------------
+# Each paragraph once per page
+
+from nbformat import from_dict, v4  # noqa: E402
+
+from autograder.feedback.once import NOT_GRADED_AGAIN, say_once  # noqa: E402
+from autograder.trusted.notes import (CHECK_ENAME, WITHHELD_NOTE, not_graded_output,  # noqa: E402
+                                      not_run_output, verdict_outputs,
+                                      withhold_hidden_checks)
+from autograder.trusted.run import Run  # noqa: E402
+from autograder.trusted.verdicts import Check  # noqa: E402
+
+PARAGRAPH = ("keep nothing between calls: make every list, dict, counter and hook inside the "
+             "function, remove the hooks, clear .grad")
+EXAMPLE_ONLY = "right on the test cell's example, wrong on these inputs"
+
+
+def _failing(title: str, visible: bool = False, problem: str = "y: the values differ",
+             mistake: str | None = None) -> Check:
+    return Check("01-ex1", title, title, visible, False, [problem], mistake,
+                 [EXAMPLE_ONLY], [PARAGRAPH])
+
+
+def _test_cell(exercise: str, checks: list[Check]):
+    cell = v4.new_code_cell("check()")
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": f"{exercise}-test", "points": 2}
+    verdict_outputs(cell, exercise, checks, Run())
+    return cell
+
+
+def _stream(cell) -> str:
+    return "".join(o.text for o in cell.outputs if o.output_type == "stream")
+
+
+def test_a_paragraph_under_every_failing_check_is_said_once():
+    checks = [Check("01-ex1", "example", "the example", True, True)] + \
+        [_failing(f"draw {n}") for n in range(1, 6)]
+    cell = _test_cell("01-ex1", checks)
+    assert _stream(cell).count(PARAGRAPH) == 5  # the autograded notebook keeps every line
+    say_once(v4.new_notebook(cells=[cell]))
+    text = _stream(cell)
+    assert text.count(PARAGRAPH) == 1 and text.count(EXAMPLE_ONLY) == 1, text
+    assert text.count("y: the values differ") == 1, text
+    assert text.count("    - the same as under “draw 1” above") == 4, text
+    # The error under the verdict points to it instead of saying it a second time.
+    (error,) = [o for o in cell.outputs if o.output_type == "error"]
+    assert error.ename == CHECK_ENAME and EXAMPLE_ONLY not in error.evalue + str(error.traceback)
+    assert "see the first ✗ above" in error.traceback[0]
+
+
+def test_a_check_with_something_of_its_own_says_only_that():
+    checks = [_failing("draw 1"), _failing("draw 2", problem="y: 3 of 40 entries differ")]
+    cell = _test_cell("01-ex1", checks)
+    say_once(v4.new_notebook(cells=[cell]))
+    lines = _stream(cell).splitlines()
+    at = lines.index("✗ hidden check: draw 2")
+    assert lines[at + 1:] == ["    - y: 3 of 40 entries differ"], lines
+
+
+def test_across_the_page_advice_and_the_grader_s_notes_are_said_once():
+    first = _test_cell("01-ex1", [_failing("draw 1")])
+    second = _test_cell("01-ex2", [_failing("other draw", problem="z: the value differs")])
+    later = [v4.new_code_cell("plot()", outputs=[from_dict(not_graded_output())])
+             for _ in range(5)]
+    unrun = [v4.new_code_cell("x = 1", outputs=[from_dict(not_run_output(Run(outcome="timeout")))])
+             for _ in range(3)]
+    nb = v4.new_notebook(cells=[first, second, *later, *unrun])
+    say_once(nb)
+    page = "\n".join(_stream(c) + str([o.get("traceback") for o in c.outputs])
+                     for c in nb.cells)
+    assert page.count(PARAGRAPH) == 1
+    # What was measured of each exercise is said under each: only advice goes across cells.
+    assert EXAMPLE_ONLY in _stream(first) and EXAMPLE_ONLY in _stream(second)
+    assert page.count("this part of the lesson comes after its last") == 1
+    assert [_stream(c) for c in later[1:]] == [NOT_GRADED_AGAIN] * 4
+    assert page.count("This cell was not run") == 1 and page.count("not run either") == 2
+
+
+def test_the_note_on_withheld_checks_is_said_once():
+    cells = [_test_cell(f"01-ex{n}", [Check(f"01-ex{n}", "example", "the example", True, True),
+                                      _failing("hidden")]) for n in (1, 2, 3)]
+    for cell in cells:
+        withhold_hidden_checks(cell)
+    say_once(v4.new_notebook(cells=cells))
+    texts = [_stream(c) for c in cells]
+    assert WITHHELD_NOTE in texts[0] and not any(WITHHELD_NOTE in t for t in texts[1:])
+    assert all(t.startswith(f"Exercise {n}: 1 of 1 visible examples passed.")
+               for n, t in zip((1, 2, 3), texts))
