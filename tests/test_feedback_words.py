@@ -165,3 +165,40 @@ def test_the_note_on_withheld_checks_is_said_once():
     assert WITHHELD_NOTE in texts[0] and not any(WITHHELD_NOTE in t for t in texts[1:])
     assert all(t.startswith(f"Exercise {n}: 1 of 1 visible examples passed.")
                for n, t in zip((1, 2, 3), texts))
+
+
+# --------------------------------------------------------------------------------------------
+# Results the check cannot read
+
+from autograder.trusted.outcomes import outcome_problems, read_outcome  # noqa: E402
+from coursekit.scenarios import ObservationError, Scenario, encode  # noqa: E402
+
+
+def _unreadable(value: object, visible: bool) -> str:
+    try:
+        encode({"y": value})
+    except ObservationError as err:
+        reason = str(err)
+    scenario = Scenario("01-ex1", "s", lambda answer, rng: {}, ("f",), visible=visible)
+    reference = read_outcome({"observations": {"y": encode(__import__("torch").ones(2, 3)),
+                                               "calls": 2}})
+    (text,) = outcome_problems(scenario, reference, read_outcome({"unreportable": reason}))
+    return text
+
+
+@pytest.mark.parametrize("value, words", [
+    ({1.0, 2.0}, "a set"), ((x for x in range(2)), "a generator"),
+    (len, "a built-in function (not called?)"), (__import__("numpy").ones(3), "a NumPy array"),
+    (__import__("torch").nn.Linear(2, 2), "a torch.nn.Linear"),
+    (type("Mine", (), {})(), "a value of a class of its own"),
+    (__import__("torch").ones(2, dtype=__import__("torch").complex64),
+     "a complex or sparse tensor")])
+def test_what_came_back_and_what_was_expected(value, words):
+    hidden = _unreadable(value, visible=False)
+    assert hidden == (f"the answer gave {words}, which the check cannot read (it reads tensors, "
+                      "numbers, strings, bools, None, and lists, tuples and dicts of them); "
+                      "expected y: a float32 tensor; calls: an int"), hidden
+    visible = _unreadable(value, visible=True)
+    assert visible.endswith("expected y: a float32 tensor, tensor[1, 1, 1, 1, 1, 1] shape "
+                            "[2, 3]; calls: an int, 2"), visible
+    assert "Mine" not in hidden + visible and "could not be reported" not in hidden + visible

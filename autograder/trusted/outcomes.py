@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograder.text import one_line
-from autograder.trusted.wording import many_differ
+from autograder.trusted.wording import many_differ, returned
 from autograder.trusted.raised import LEFT_OUT, PYTHON_EXCEPTIONS, shown_message, source_of
 from coursekit.scenarios import MAX_DEPTH, MAX_ELEMENTS, MAX_ITEMS, MAX_STRING, Mistake, Scenario
 from coursekit.tolerance import fitted
@@ -363,11 +363,14 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome,
     if student.raised:
         return [raised_text(student, scenario.visible and quote, scenario)]
     if student.observations is None:
-        expected = "; ".join(f"{key}: {kind_of(value)}" for key, value in
-                             list(reference.observations.items())[:3])
-        return [f"the answer gave a value the check cannot read (not a tensor, number, string, "
-                f"bool, None, list or dict of them, or one past the size limits); expected "
-                f"{expected}"]
+        # What came back (`wording.returned`), and what was expected: on a visible check its
+        # short form, on a hidden one its kind
+        expected = "; ".join(f"{key}: {kind_of(value)}" + (
+            f", {_short(value)}" if scenario.visible else "") for key, value in
+            list(reference.observations.items())[:3])
+        return [f"the answer gave {returned(student.unreportable)}, which the check cannot read "
+                f"(it reads tensors, numbers, strings, bools, None, and lists, tuples and dicts "
+                f"of them); expected {expected}"]
     problems = []
     expected, found = reference.observations, student.observations
     for key, value in expected.items():

@@ -11,6 +11,7 @@ and the position is an index into the answer's own result.
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 
@@ -63,3 +64,49 @@ def many_differ(where: str, expected: Sequence[object], found: Sequence[object],
     if reveal:
         return f"{text}: expected {number(expected[worst])}, found {number(found[worst])}"
     return f"{text}, {relative_size(_gap(found[worst], expected[worst]), expected)}"
+
+
+# What a sandbox reports when an answer's results cannot be encoded (coursekit.scenarios.encode,
+# autograder.sandbox.observe.run_one): untrusted text, read only against these fixed patterns;
+# a type's name is said only when it is one of these well-known ones.
+_KNOWN_TYPES = {
+    "tuple": "a tuple", "set": "a set", "frozenset": "a frozenset", "complex": "a complex number",
+    "bytes": "bytes", "bytearray": "a bytearray", "range": "a range", "generator": "a generator",
+    "function": "a function (not called?)", "method": "a method (not called?)",
+    "builtin_function_or_method": "a built-in function (not called?)", "type": "a class",
+    "module": "a module", "map": "a map object", "filter": "a filter object", "zip": "a zip "
+    "object", "ndarray": "a NumPy array", "float32": "a NumPy number", "float64": "a NumPy number",
+    "int64": "a NumPy number", "Module": "a torch.nn.Module", "Linear": "a torch.nn.Linear",
+    "Sequential": "a torch.nn.Sequential", "RemovableHandle": "a hook's RemovableHandle",
+    "dict_keys": "a dict's keys view", "dict_values": "a dict's values view", "dict_items":
+    "a dict's items view", "Size": "a torch.Size", "dtype": "a torch.dtype", "device":
+    "a torch.device", "Generator": "a torch.Generator", "Node": "a grad_fn node",
+}
+_REASONS = (
+    (re.compile(r"an observation of type (\w+) cannot be reported"), None),
+    (re.compile(r"complex or sparse tensors are not observed"), "a complex or sparse tensor"),
+    (re.compile(r"the observations hold too many tensor elements"),
+     "tensors with more elements than the check reads"),
+    (re.compile(r"the observations hold too many items"),
+     "more list or dict items than the check reads"),
+    (re.compile(r"observations nest too deeply"), "lists or dicts nested deeper than the check "
+                                                  "reads"),
+    (re.compile(r"a string observation is too long"), "a string longer than the check reads"),
+    (re.compile(r"an integer observation is too large"), "an integer too large for the check"),
+    (re.compile(r"observation keys must be strings"), "a dict with a key that is not a string "
+                                                      "(or one starting with __)"),
+    (re.compile(r"\w+ while reading the results"), "a value that raised an exception when the "
+                                                    "check read it"),
+)
+
+
+def returned(reason: str | None) -> str:
+    """What came back, in words, from the reason a sandbox gave for results it could not
+    report (matched against fixed patterns; nothing of it is quoted but a well-known type)."""
+    for pattern, words in _REASONS:
+        found = pattern.match(reason or "")
+        if found and words:
+            return words
+        if found:
+            return _KNOWN_TYPES.get(found.group(1), "a value of a class of its own")
+    return "a value the check cannot read"
