@@ -202,3 +202,21 @@ def test_what_came_back_and_what_was_expected(value, words):
     assert visible.endswith("expected y: a float32 tensor, tensor[1, 1, 1, 1, 1, 1] shape "
                             "[2, 3]; calls: an int, 2"), visible
     assert "Mine" not in hidden + visible and "could not be reported" not in hidden + visible
+
+
+# --------------------------------------------------------------------------------------------
+# No internal keys
+
+from autograder.trusted.relations import relate  # noqa: E402
+
+
+def test_a_list_item_is_named_in_words_not_by_an_index():
+    said = differences([1, 2, 5], [1, 2, 4], 0, 0, "count_hooks(n) for three counts n", False)
+    assert said == ["the 3rd item of count_hooks(n) for three counts n: the value differs"]
+    nested = differences([[1, 2]] * 12, [[1, 2]] * 11 + [[1, 3]], 0, 0, "pairs", False)
+    assert nested == ["the 2nd item of the 12th item of pairs: the value differs"]
+    fact, _ = relate([_tensor([1.0, 2.0], (2,)), _tensor([3.0, 4.0], (2,))],
+                     [_tensor([2.0, 4.0], (2,)), _tensor([3.0, 4.0], (2,))], 1e-5, 1e-6,
+                     "x.grad after each call", False)
+    assert fact.startswith("the 1st item of x.grad after each call is twice"), fact
+    assert not re.search(r"\[\d+\]", " ".join(said + nested) + fact)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograder.text import one_line
-from autograder.trusted.wording import many_differ, returned
+from autograder.trusted.wording import item, many_differ, returned
 from autograder.trusted.raised import LEFT_OUT, PYTHON_EXCEPTIONS, shown_message, source_of
 from coursekit.scenarios import MAX_DEPTH, MAX_ELEMENTS, MAX_ITEMS, MAX_STRING, Mistake, Scenario
 from coursekit.tolerance import fitted
@@ -314,7 +314,7 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
                                 "items")] if wrong else []
         problems = []
         for i, (e, f) in enumerate(zip(expected, found)):
-            problems += differences(e, f, rtol, atol, f"{where}[{i}]", reveal)
+            problems += differences(e, f, rtol, atol, item(where, i), reveal)
         return problems
     if isinstance(expected, dict):
         if not isinstance(found, dict):

@@ -110,3 +110,11 @@ def returned(reason: str | None) -> str:
         if found:
             return _KNOWN_TYPES.get(found.group(1), "a value of a class of its own")
     return "a value the check cannot read"
+
+
+def item(where: str, index: int) -> str:
+    """How feedback names item `index` (from 0) of the list observation `where`: in words
+    ("the 2nd item of grads"), not as an index a student never wrote (grads[1])."""
+    n = index + 1
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"the {n}{suffix} item of {where}"
