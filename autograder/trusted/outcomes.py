@@ -20,9 +20,9 @@ out in whatever the feedback echoes: an exception's message or class name, an un
 string it returns, the reason its results could not be reported. Those are told by kind only
 (an exception's type when it is one of Python's own, else "an exception of its own class"),
 except an exception's message (`raised.shown_message`): one line in quotes, without any
-stretch of the scenario module's code and, on a hidden check, without any number. Numbers are shown where they help (a visible check's values, shapes, list
-lengths): a few numbers per check, which carry no expected value of a hidden check, since none
-ever enters the sandbox.
+stretch of the scenario module's code and, on a hidden check, without any number. Numbers are
+shown where they help (a visible check's values, shapes, list lengths): a few numbers per
+check, which carry no expected value of a hidden check, since none ever enters the sandbox.
 """
 
 from __future__ import annotations
