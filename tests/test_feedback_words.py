@@ -220,3 +220,13 @@ def test_a_list_item_is_named_in_words_not_by_an_index():
                      "x.grad after each call", False)
     assert fact.startswith("the 1st item of x.grad after each call is twice"), fact
     assert not re.search(r"\[\d+\]", " ".join(said + nested) + fact)
+
+
+def test_an_error_that_repeats_a_long_mistake_points_above_too():
+    mistake = "The hook keeps state between calls: " + "it appends to a list made once. " * 12
+    cell = _test_cell("01-ex1", [_failing("draw 1", mistake=mistake)])
+    (error,) = [o for o in cell.outputs if o.output_type == "error"]
+    assert error.evalue.endswith("...")  # the verdict cut it to one line of 300 characters
+    say_once(v4.new_notebook(cells=[cell]))
+    assert error.evalue == "not right yet: see the first ✗ above"
+    assert _stream(cell).count("it appends to a list made once.") == 12
