@@ -119,3 +119,15 @@ def test_each_hidden_check_says_its_message(scenarios):
     assert checks[0].passed and not checks[1].passed
     assert checks[1].problems == ["your code raised TypeError: “cannot add … to a string”; "
                                   "“…” marks what the grader leaves out"]
+
+
+def test_a_hidden_check_leaves_out_quoted_names_and_special_values_but_not_type_names(
+        scenarios):
+    text = said(scenarios["random_points"], "'layer_zq7' of \"block.zq\" is nan or -inf, "
+                "not 'NoneType'", raised="KeyError")
+    assert "“'…' of \"…\" is … or …, not 'NoneType'”" in text, text
+    for name in ("layer_zq7", "block.zq", "nan", "inf"):
+        assert name not in text
+    text = said(scenarios["random_points"], "unsupported operand type(s) for *: 'NoneType' "
+                "and 'Tensor'", raised="TypeError")
+    assert "“unsupported operand type(s) for *: 'NoneType' and 'Tensor'”" in text, text

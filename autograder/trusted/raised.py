@@ -7,8 +7,9 @@ A message is untrusted text: the answer that raised it runs beside the scenario 
 hidden inputs. What is quoted of it is one line of at most MAX_QUOTE characters, in quotes,
 without what it could carry out: on a hidden check every number (a hidden input's value, its
 size or a value computed from them: printed with fewer digits or in a tensor's repr, it is still
-a number) and on any check every stretch of three words or signs that the scenario module's
-source holds (the checks' own code)."""
+a number), nan and inf, and every quoted string but a type's name (a name a hidden input
+holds, as a KeyError prints it); and on any check every stretch of three words or signs that
+the scenario module's source holds (the checks' own code)."""
 
 from __future__ import annotations
 
@@ -169,6 +170,10 @@ LEFT_OUT = "…"
 _NUMBER = re.compile(r"(?<!\w)[-+]?(?:\d+(?:\.\d+)?[eE][-+]?\d+|\.?\d(?:\w|\.(?=\w))*)")
 # A tensor's repr (or torch.Size's), whose values go as a whole: tensor(…).
 _TENSOR_REPR = re.compile(r"\b(tensor|Size)\((?:[^()]|\([^()]*\))*\)?")
+# Not-a-number and infinity, as Python and torch print them.
+_SPECIAL = re.compile(r"(?<!\w)[-+]?(?:nan|inf)(?!\w)", re.IGNORECASE)
+# A quoted string (a key, a name: a hidden input may hold names), unless it is a type's name.
+_QUOTED = re.compile(r"'([^'\n]{0,80})'|\"([^\"\n]{0,80})\"")
 _RUN_LEFT_OUT = re.compile(r"…(?:[\s,;:]*…)+")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -181,7 +186,8 @@ def shown_message(message: str, *, hidden: bool, source: str | None) -> str | No
     text = one_line(message, 400)
     if hidden:
         text = _TENSOR_REPR.sub(lambda m: f"{m.group(1)}({LEFT_OUT})", text)
-        text = _NUMBER.sub(LEFT_OUT, text)
+        text = _QUOTED.sub(_quoted, text)
+        text = _SPECIAL.sub(LEFT_OUT, _NUMBER.sub(LEFT_OUT, text))
     known = quotable(message) if not hidden else None
     if known is not None:
         return known
@@ -191,6 +197,14 @@ def shown_message(message: str, *, hidden: bool, source: str | None) -> str | No
     if not re.search(r"[^\W\d_]", text.replace(LEFT_OUT, "")):
         return None  # nothing but numbers and signs is left
     return "“" + one_line(text, MAX_QUOTE) + "”"
+
+
+def _quoted(found: re.Match) -> str:
+    """A quoted string of a hidden check's message: kept when it names a type ('NoneType'),
+    else left out (it may be a name a hidden input holds)."""
+    inside = found.group(1) if found.group(1) is not None else found.group(2)
+    quote = found.group(0)[0]
+    return found.group(0) if re.fullmatch(_TYPE, inside) else f"{quote}{LEFT_OUT}{quote}"
 
 
 @functools.lru_cache(maxsize=32)
