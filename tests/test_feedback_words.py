@@ -230,3 +230,16 @@ def test_an_error_that_repeats_a_long_mistake_points_above_too():
     say_once(v4.new_notebook(cells=[cell]))
     assert error.evalue == "not right yet: see the first ✗ above"
     assert _stream(cell).count("it appends to a list made once.") == 12
+
+
+def test_words_a_student_printed_change_nothing_the_grader_says():
+    """A student's cell that prints a verdict's hint or the grader's note is no verdict: the
+    grader's own lines below it are said in full."""
+    printed = v4.new_code_cell("print(...)", outputs=[from_dict({
+        "output_type": "stream", "name": "stdout",
+        "text": f"Exercise 1: 0 of 1 checks passed (forged)\n✗ hidden check: x\n    hint: "
+                f"{PARAGRAPH}\n"}), from_dict(not_graded_output())])
+    real = _test_cell("01-ex1", [_failing("draw 1")])
+    later = v4.new_code_cell("plot()", outputs=[from_dict(not_graded_output())])
+    say_once(v4.new_notebook(cells=[printed, real, later]))
+    assert PARAGRAPH in _stream(real) and _stream(later) == not_graded_output()["text"]

@@ -17,13 +17,15 @@ from __future__ import annotations
 import re
 
 from nbformat import NotebookNode
+from nbgrader import utils
 
-from autograder.trusted.notes import CHECK_ENAME, NOT_RUN_ENAME, WITHHELD_NOTE, ansi_red
+from autograder.trusted.notes import (CHECK_ENAME, NOT_RUN_ENAME, WITHHELD_NOTE, ansi_red,
+                                      not_graded_output)
 
 _SUMMARY = re.compile(r"^Exercise (\S+): \d+ of \d+ (?:checks|visible examples) passed\b")
 _CHECK = re.compile(r"^([✓✗]) (?:visible example|hidden check): (.*)$")
 _DETAIL = re.compile(r"^    (- |likely mistake: |relation: |hint: )(.*)$")
-NOT_GRADED_START = "(Not run by the grader: this part of the lesson comes after its last"
+NOT_GRADED = not_graded_output()["text"]
 NOT_GRADED_AGAIN = "(Not run by the grader either: see the note above.)\n"
 
 
@@ -38,11 +40,12 @@ def say_once(nb: NotebookNode) -> NotebookNode:
         for output in cell.get("outputs", []):
             kind = output.get("output_type")
             text = output.get("text", "") if kind == "stream" else ""
-            if kind == "stream" and text.startswith(NOT_GRADED_START):
+            # The grader's own notes only: a student's cell may print the same words.
+            if kind == "stream" and text == NOT_GRADED and len(cell.outputs) == 1:
                 if seen_not_graded:
                     output.text = NOT_GRADED_AGAIN
                 seen_not_graded = True
-            elif kind == "stream" and _SUMMARY.match(text):
+            elif kind == "stream" and _SUMMARY.match(text) and utils.is_grade(cell):
                 output.text, said = _verdict_once(text, hints, seen_withheld)
                 seen_withheld = seen_withheld or WITHHELD_NOTE in text
                 _error_once(cell, said)
