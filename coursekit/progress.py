@@ -109,6 +109,16 @@ def progress_line(results: list[ExerciseResult]) -> str:
     return f"✓ {text}" if all(r.passed for r in results) else text
 
 
+# What Validate is not: the hidden checks run only where a notebook is graded (the grader, its
+# reference solutions and the course's secret never come into a student's server), so Validate
+# says so whatever it found (jupyter/student/labextensions/coursekit-validate adds the same words
+# under nbgrader's "Success!").
+HIDDEN_CHECKS_NOTE = (
+    "Validate runs the test cells' visible examples only, here in your own server. The hidden "
+    "checks (your code on other inputs) run only when the lesson is graded: on the class hub "
+    "when you Submit it, otherwise when your instructor grades it.")
+
+
 def validation_summary(results: list[ExerciseResult]) -> str:
     """What Validate found, exercise by exercise, in a few lines."""
     lines = ["Validate ran this notebook from the top in a fresh kernel and checked the visible "
@@ -116,7 +126,7 @@ def validation_summary(results: list[ExerciseResult]) -> str:
              f"Result: {summary_line(results)}."]
     for result in results:
         if result.passed:
-            state = "passes"
+            state = "its example passes"
         elif result.status == "unanswered":
             state = "not answered yet"
         elif result.status == "not run":
@@ -124,9 +134,9 @@ def validation_summary(results: list[ExerciseResult]) -> str:
         else:
             state = f"fails: {result.message}"
         lines.append(f"  Exercise {result.number} ({_points(result.points)}): {state}")
-    lines += ["Below: each failing test cell and its message.",
-              "When the lesson is graded, hidden tests also try your code on other inputs."]
+    lines += ["Below: each failing test cell and its message.", HIDDEN_CHECKS_NOTE]
     return "\n".join(lines) + "\n"
+
 
 
 _VALIDATING: dict[str, Any] = {}

@@ -310,7 +310,7 @@ def test_validate_lists_a_summary_first_and_nothing_more_when_all_pass():
     assert lines[0].startswith("Validate ran this notebook from the top in a fresh kernel")
     assert lines[1] == f"Result: {summary_line(exercise_results(notebook))}."
     points = [f"{grading(c)['points']:g} points" for c in tests]
-    assert f"  Exercise 1 ({points[0]}): passes" in lines
+    assert f"  Exercise 1 ({points[0]}): its example passes" in lines
     assert f"  Exercise 2 ({points[1]}): fails: p.grad is not what was expected." in lines
     assert f"  Exercise 3 ({points[2]}): not answered yet" in lines
     assert Validator()._get_changed_cells(notebook) == []

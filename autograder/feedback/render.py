@@ -14,6 +14,7 @@ template with the head of templates/course_feedback (head.py):
   loads nothing from the network;
 - maths renders offline (MathJax from Jupyter's own copy, in the page itself);
 - code has colours, each readable on the code's grey (head.py);
+- each of the grader's paragraphs is said once, where it first applies (once.py);
 - it stands alone: the lesson's navigation cells (links to the start page and the
   neighbouring lessons) are left out, and headings carry no "¶" links;
 - what it may cost the grader is bounded by counts (budget.py).
@@ -42,6 +43,7 @@ from autograder.feedback.budget import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,
                                         markdown_as_text, markdown_work, too_costly)
 from autograder.feedback.cleaning import (clean_html, clean_markdown_html, clean_notebook,
                                           strip_files_prefix)
+from autograder.feedback.once import say_once
 from autograder.nbgrader_glue.patches import quick_html_export
 from autograder.release import NAV_TAG
 from autograder.trusted.notes import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
@@ -203,7 +205,7 @@ class FeedbackHTMLExporter(HTMLExporter):
 
     def _preprocess(self, nb, resources):
         nb, resources = super()._preprocess(nb, resources)
-        nb = drop_navigation(clean_notebook(nb))
+        nb = say_once(drop_navigation(clean_notebook(nb)))
         # nbgrader's GetGrades sets these; a page rendered without it scores nothing.
         grades = resources.setdefault("nbgrader", {})
         grades.setdefault("notebook", resources.get("metadata", {}).get("name") or "Notebook")

@@ -13,16 +13,16 @@ A scenario run travels as one of
      "line": 4, "cell": 7}                       the line of the student's cell it raised from
     {"unreportable": "..."}                      the observations could not be encoded
 
-What a check says in the feedback quotes no free text from the report. The answer under test
-runs in the same process as the scenario module (hidden scenarios and mistakes included), and
-can read every seed of the run from the stack, so a hostile answer can try to carry that out
-in whatever the feedback echoes: an exception's message or class name, an unexpected key, a
+What a check says in the feedback quotes little free text from the report. The answer under
+test runs in the same process as the scenario module (hidden scenarios and mistakes included),
+and can read every seed of the run from the stack, so a hostile answer can try to carry that
+out in whatever the feedback echoes: an exception's message or class name, an unexpected key, a
 string it returns, the reason its results could not be reported. Those are told by kind only
 (an exception's type when it is one of Python's own, else "an exception of its own class"),
-except a message that is one of torch's or Python's own (`messages.quotable`), quoted on a
-visible check. Numbers are shown where they help (a visible check's values, shapes, list
-lengths): a few numbers per check, which carry no expected value of a hidden check, since none
-ever enters the sandbox.
+except an exception's message (`raised.shown_message`): one line in quotes, without any
+stretch of the scenario module's code and, on a hidden check, without any number. Numbers are
+shown where they help (a visible check's values, shapes, list lengths): a few numbers per
+check, which carry no expected value of a hidden check, since none ever enters the sandbox.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograder.text import one_line
-from autograder.trusted.raised import PYTHON_EXCEPTIONS, quotable
+from autograder.trusted.wording import item, many_differ, returned
+from autograder.trusted.raised import LEFT_OUT, PYTHON_EXCEPTIONS, shown_message, source_of
 from coursekit.scenarios import MAX_DEPTH, MAX_ELEMENTS, MAX_ITEMS, MAX_STRING, Mistake, Scenario
 from coursekit.tolerance import fitted
 
@@ -305,9 +306,15 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
             if not reveal:  # neither length: as for a tensor's shape above
                 return [f"{where}: a list of another length than expected"]
             return [f"{where}: a list of {len(found)} items, expected {len(expected)}"]
+        if len(expected) > 8 and all(_plain_number(x) for x in expected + found):
+            # A long list of numbers is told as a long tensor is (not item by item)
+            wrong = [i for i, (e, f) in enumerate(zip(expected, found))
+                     if differences(e, f, rtol, atol, where, False)]
+            return [many_differ(where, expected, found, (len(expected),), wrong, reveal,
+                                "items")] if wrong else []
         problems = []
         for i, (e, f) in enumerate(zip(expected, found)):
-            problems += differences(e, f, rtol, atol, f"{where}[{i}]", reveal)
+            problems += differences(e, f, rtol, atol, item(where, i), reveal)
         return problems
     if isinstance(expected, dict):
         if not isinstance(found, dict):
@@ -330,25 +337,13 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
 
 def _many_differ(where: str, expected: Tensor, found: Tensor, wrong: list[int],
                  reveal: bool) -> str:
-    """A long tensor that differs: how many entries, and on a visible check where the largest
-    difference is and its size (a hidden check tells the count only: the position and size
-    of a difference would tell a hidden expected value)."""
-    text = f"{where}: {len(wrong)} of {len(expected.data)} entries differ"
-    if not reveal:
-        return text
+    """A long tensor that differs: how many entries, where the largest difference is and its
+    size (`wording.many_differ`)."""
+    return many_differ(where, expected.data, found.data, expected.shape, wrong, reveal)
 
-    def gap(i: int) -> float:
-        d = abs(float(found.data[i]) - float(expected.data[i]))
-        return math.inf if math.isnan(d) else d
 
-    worst = max(wrong, key=gap)
-    index, rest = [], worst
-    for size in reversed(expected.shape):
-        index.append(rest % size if size else 0)
-        rest //= size if size else 1
-    at = ", ".join(str(i) for i in reversed(index))
-    return (f"{text}; the largest difference is at [{at}]: expected "
-            f"{_number(expected.data[worst])}, found {_number(found.data[worst])}")
+def _plain_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 class ScenarioBroken(RuntimeError):
@@ -366,13 +361,16 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome,
     if student.stopped:
         return [student.stopped]
     if student.raised:
-        return [raised_text(student, scenario.visible and quote)]
+        return [raised_text(student, scenario.visible and quote, scenario)]
     if student.observations is None:
-        expected = "; ".join(f"{key}: {kind_of(value)}" for key, value in
-                             list(reference.observations.items())[:3])
-        return [f"the answer gave a value the check cannot read (not a tensor, number, string, "
-                f"bool, None, list or dict of them, or one past the size limits); expected "
-                f"{expected}"]
+        # What came back (`wording.returned`), and what was expected: on a visible check its
+        # short form, on a hidden one its kind
+        expected = "; ".join(f"{key}: {kind_of(value)}" + (
+            f", {_short(value)}" if scenario.visible else "") for key, value in
+            list(reference.observations.items())[:3])
+        return [f"the answer gave {returned(student.unreportable)}, which the check cannot read "
+                f"(it reads tensors, numbers, strings, bools, None, and lists, tuples and dicts "
+                f"of them); expected {expected}"]
     problems = []
     expected, found = reference.observations, student.observations
     for key, value in expected.items():
@@ -387,21 +385,27 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome,
     return problems
 
 
-def raised_text(student: Outcome, quote: bool) -> str:
+def raised_text(student: Outcome, quote: bool, scenario: Scenario | None = None) -> str:
     """What the feedback says of an exception the answer raised: its type (Python's own
-    classes only), the line of the student's cell, and with `quote` its message when it is
-    one of torch's or Python's own, on one line."""
+    classes only), the line of the student's cell, and its message (`raised.shown_message`):
+    on a visible check with `quote`, on a hidden check always, with every number left out."""
     if student.raised == "NotImplementedError":
         return "the answer raised NotImplementedError: the exercise is not answered yet"
     kind = student.raised if student.raised in PYTHON_EXCEPTIONS \
         else "an exception of its own class"
     text = f"your code raised {kind}"
-    shown = quotable(student.message) if quote and kind == student.raised else None
+    hidden = scenario is not None and not scenario.visible
+    shown = None
+    if quote or hidden:
+        shown = shown_message(student.message, hidden=hidden,
+                              source=source_of(scenario.func) if scenario else None)
     if shown:
         text += f": {shown}"
     if student.line is not None:
         cell = f" In [{student.cell}]" if student.cell is not None else ""
         text += f" (line {student.line} of your cell{cell})"
+    if shown and LEFT_OUT in shown:
+        text += f"; “{LEFT_OUT}” marks what the grader leaves out"
     return text
 
 

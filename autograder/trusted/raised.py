@@ -1,12 +1,21 @@
 """What the feedback may say of an exception an answer raised: its type when it is one of
-Python's own, its message when it is one of torch's or Python's own (`quotable`), and which of
-the grader's own sentences fits it (`raised_relations`). A message is untrusted text: these
-patterns only choose what to say, and quote nothing else."""
+Python's own, its message (`quotable` for torch's and Python's own messages, `shown_message` for
+any other, with what it must not carry left out), and which of the grader's own sentences fits
+it (`raised_relations`).
+
+A message is untrusted text: the answer that raised it runs beside the scenario module and the
+hidden inputs. What is quoted of it is one line of at most MAX_QUOTE characters, in quotes,
+without what it could carry out: on a hidden check every number (a hidden input's value, its
+size or a value computed from them: printed with fewer digits or in a tensor's repr, it is still
+a number), nan and inf, and every quoted string but a type's name (a name a hidden input
+holds, as a KeyError prints it); and on any check every stretch of three words or signs that
+the scenario module's source holds (the checks' own code)."""
 
 from __future__ import annotations
 
 import builtins
 import functools
+import os
 import re
 
 from autograder.text import one_line
@@ -149,3 +158,99 @@ def raised_relations(message: str) -> list[Relation]:
         if pattern in message:
             return [(fact, hint)]
     return []
+
+
+# --------------------------------------------------------------------------------------------
+# Any message, quoted with what it must not carry left out
+
+MAX_QUOTE = 160  # characters of a message quoted in the student's own words
+LEFT_OUT = "…"
+# A number in any form a message may print it: 3, -0.25, 1e-05, 2x3 (a size), 0x7f (an address);
+# a letter or digit before it makes it part of a name (float32, fc1, conv2d), which stays.
+_NUMBER = re.compile(r"(?<!\w)[-+]?(?:\d+(?:\.\d+)?[eE][-+]?\d+|\.?\d(?:\w|\.(?=\w))*)")
+# A tensor's repr (or torch.Size's), whose values go as a whole: tensor(…).
+_TENSOR_REPR = re.compile(r"\b(tensor|Size)\((?:[^()]|\([^()]*\))*\)?")
+# Not-a-number and infinity, as Python and torch print them.
+_SPECIAL = re.compile(r"(?<!\w)[-+]?(?:nan|inf)(?!\w)", re.IGNORECASE)
+# A quoted string (a key, a name: a hidden input may hold names), unless it is a type's name.
+_QUOTED = re.compile(r"'([^'\n]{0,80})'|\"([^\"\n]{0,80})\"")
+_RUN_LEFT_OUT = re.compile(r"…(?:[\s,;:]*…)+")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def shown_message(message: str, *, hidden: bool, source: str | None) -> str | None:
+    """An exception's message as the feedback may quote it, in quotes, or None when nothing is
+    left to quote. `hidden`: every number is left out (it may be a hidden input's). `source`:
+    the scenario module's text; a stretch of the message it holds is left out. Without a
+    source, nothing but torch's and Python's own messages is quoted (see `quotable`)."""
+    text = one_line(message, 400)
+    if hidden:
+        text = _TENSOR_REPR.sub(lambda m: f"{m.group(1)}({LEFT_OUT})", text)
+        text = _QUOTED.sub(_quoted, text)
+        text = _SPECIAL.sub(LEFT_OUT, _NUMBER.sub(LEFT_OUT, text))
+    known = quotable(message) if not hidden else None
+    if known is not None:
+        return known
+    if source is None:
+        return None
+    text = _RUN_LEFT_OUT.sub(LEFT_OUT, _without_source(text, source))
+    if not re.search(r"[^\W\d_]", text.replace(LEFT_OUT, "")):
+        return None  # nothing but numbers and signs is left
+    return "“" + one_line(text, MAX_QUOTE) + "”"
+
+
+def _quoted(found: re.Match) -> str:
+    """A quoted string of a hidden check's message: kept when it names a type ('NoneType'),
+    else left out (it may be a name a hidden input holds)."""
+    inside = found.group(1) if found.group(1) is not None else found.group(2)
+    quote = found.group(0)[0]
+    return found.group(0) if re.fullmatch(_TYPE, inside) else f"{quote}{LEFT_OUT}{quote}"
+
+
+@functools.lru_cache(maxsize=32)
+def _trigrams(source: str) -> frozenset[tuple[str, ...]]:
+    tokens = _TOKEN.findall(source)
+    return frozenset(gram for gram in zip(tokens, tokens[1:], tokens[2:])
+                     if any(t[0].isalnum() or t[0] == "_" for t in gram))
+
+
+def _without_source(text: str, source: str) -> str:
+    """`text` with each stretch of three tokens (words, numbers or signs, one a word) that
+    `source` holds replaced by LEFT_OUT."""
+    grams = _trigrams(source)
+    found = list(_TOKEN.finditer(text))
+    out = [False] * len(found)
+    for i in range(len(found) - 2):
+        if tuple(m.group() for m in found[i:i + 3]) in grams:
+            out[i:i + 3] = [True, True, True]
+    pieces, at, i = [], 0, 0
+    while i < len(found):
+        if not out[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(found) and out[j + 1]:
+            j += 1
+        pieces += [text[at:found[i].start()], LEFT_OUT]
+        at, i = found[j].end(), j + 1
+    return "".join(pieces) + text[at:]
+
+
+def source_of(func: object) -> str | None:
+    """The text of the file that defines `func` (a scenario: the scenario module, which the
+    grader reads from the course's scenarios/), or None when there is none to read."""
+    path = getattr(getattr(func, "__code__", None), "co_filename", "")
+    try:
+        stat = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    return _read(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _read(path: str, mtime: int, size: int) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(4 << 20)
+    except OSError:
+        return None

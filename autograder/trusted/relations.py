@@ -16,6 +16,7 @@ from typing import Any
 from autograder.trusted.raised import Relation, raised_relations
 from autograder.trusted.outcomes import Outcome, Tensor, close, differences, kind_of, member
 from autograder.trusted.phrases import say
+from autograder.trusted.wording import item
 from coursekit.scenarios import Scenario
 
 _SMALL = 10
@@ -226,7 +227,7 @@ def _relate_list(expected: list, found: Any, rtol: float, atol: float, name: str
     if wrong[0] >= 1:
         running = _accumulated(expected, found, rtol, atol)
         return say("accumulated" if running else "first_right", name=name)
-    return relate(expected[wrong[0]], found[wrong[0]], rtol, atol, f"{name}[{wrong[0]}]",
+    return relate(expected[wrong[0]], found[wrong[0]], rtol, atol, item(name, wrong[0]),
                   reveal)
 
 

@@ -165,7 +165,7 @@ def clip_and_count(tensor, low, high):
 '''),
     # The test cell's second call (one entry to clip) catches the count fitted to the example.
     dict(exercise="03-ex2", name="hard-coded-visible", expect="fail", mistake=None,
-         relation="the counts of the second call (the hook on p)[0] is three times",
+         relation="the 1st item of the counts of the second call (the hook on p) is three times",
          source='''
 def clip_and_count(tensor, low, high):
     calls = []

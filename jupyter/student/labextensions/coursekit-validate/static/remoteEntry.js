@@ -6,7 +6,9 @@
 // failed:", the summary, and the error "(This is a summary, not a cell of your notebook.)".
 // This plugin gives it a heading of its own instead, wraps its long lines to the dialog's
 // width, and puts a heading above the failing test cells that follow. Without the plugin the
-// dialog shows the same text in nbgrader's order.
+// dialog shows the same text in nbgrader's order. When every test cell passes, nbgrader's
+// dialog says "Success! Your notebook passes all the tests."; the plugin adds under it what
+// Validate did not run (the words of coursekit/progress.py's HIDDEN_CHECKS_NOTE).
 //
 // Written by hand in the shape JupyterLab loads a prebuilt extension in, like
 // coursekit-start-page: it shares and imports no module, so it needs no build step.
@@ -14,6 +16,7 @@
   "use strict";
 
   var MARK = "(This is a summary, not a cell of your notebook.)";
+  var HIDDEN_CHECKS_NOTE = "Validate runs the test cells' visible examples only, here in your own server. The hidden checks (your code on other inputs) run only when the lesson is graded: on the class hub when you Submit it, otherwise when your instructor grades it.";
 
   function heading(text, first) {
     var element = document.createElement("h2");
@@ -49,6 +52,18 @@
     }
   }
 
+  // nbgrader's success: the visible examples pass; the hidden checks did not run.
+  function addNote(success) {
+    if (success.querySelector(".coursekit-validate-note")) {
+      return;
+    }
+    var note = document.createElement("p");
+    note.className = "coursekit-validate-note";
+    note.textContent = HIDDEN_CHECKS_NOTE;
+    note.style.maxWidth = "60ch";
+    success.appendChild(note);
+  }
+
   function look(node) {
     if (node.nodeType !== 1) {
       return;
@@ -57,6 +72,11 @@
       : node.querySelector("#validation-message");
     if (message) {
       arrange(message);
+    }
+    var success = node.classList.contains("validation-success") ? node
+      : node.querySelector(".validation-success");
+    if (success) {
+      addNote(success);
     }
   }
 
