@@ -120,12 +120,13 @@ def test_no_import_circle_among_the_packages():
 
 
 # What runs beside student code (the sandbox, the unconfined host that forks it, the wire
-# format) may import only each other and coursekit; what takes files in runs no student code
-# and judges nothing. The folders are the trust boundary only while these hold. (Importing the
-# package `autograder` itself, an empty __init__, is allowed everywhere.)
+# format) may import only each other, coursekit and `autograder.units` (sizes of memory: the
+# standard library only); what takes files in runs no student code and judges nothing. The
+# folders are the trust boundary only while these hold. (Importing the package `autograder`
+# itself, an empty __init__, is allowed everywhere.)
 BESIDE_STUDENT_CODE = ("autograder.sandbox", "autograder.runner", "autograder.protocol")
 BOUNDARIES = {
-    BESIDE_STUDENT_CODE: BESIDE_STUDENT_CODE + ("coursekit",),
+    BESIDE_STUDENT_CODE: BESIDE_STUDENT_CODE + ("coursekit", "autograder.units"),
     ("autograder.intake",): ("autograder.intake", "autograder.text", "autograder.nbgrader_glue"),
 }
 

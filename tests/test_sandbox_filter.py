@@ -115,12 +115,13 @@ def test_torch_distributed_over_gloo_runs_under_the_filter(tmp_path):
 
 _CONFINED = r'''
 import json, os, resource, sys
-from autograder.sandbox.confine import Policy, confine
+from autograder.sandbox.confine import confine
+from autograder.sandbox.policy import SandboxPolicy
 read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
     os.close(read)
-    confine(Policy(root_dir=sys.argv[1], memory_limit=0, readonly=[]))
+    confine(SandboxPolicy(memory_limit=0), sys.argv[1])
     seen = {"files": resource.getrlimit(resource.RLIMIT_NOFILE)}
     for name in ("passwd", "group"):
         seen[name] = open(f"/etc/{name}").read()

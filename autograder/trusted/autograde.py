@@ -24,7 +24,7 @@ from traitlets.config import Config
 from autograder.trusted import executor, status
 from autograder.trusted.notes import (CHECKS_STOPPED, CHECKS_STOPPED_ENAME, DEAD_ENAME,
                                       NOT_RUN_ENAME, TIMEOUT_ENAME)
-from autograder.trusted.status import GiB, RunOutcome
+from autograder.trusted.status import RunOutcome
 from autograder.feedback.render import write_notice
 from autograder.nbgrader_glue.gradebook import gradebook
 from autograder.nbgrader_glue.inproc import (autograde, autograde_preprocessors, captured_log,

@@ -38,6 +38,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from coursekit.notebook import exercise_of
 
+from autograder.sandbox.policy import DEFAULT_MEMORY_LIMIT, SandboxPolicy
 from autograder.text import one_line
 from autograder.trusted.messages import collect
 from autograder.trusted.notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME, checks_stopped,
@@ -49,7 +50,7 @@ from autograder.trusted.payload import Payload
 from autograder.trusted.run import Run
 from autograder.trusted.seeds import course_secret, scenario_seed, submission_digest
 from autograder.trusted.sources import Lesson, lesson_files, prologue_end, strip_hidden
-from autograder.trusted.status import GiB, RunOutcome, Stop, run_status
+from autograder.trusted.status import RunOutcome, Stop, run_status
 from autograder.trusted.outcomes import (Outcome, ReportError, ScenarioBroken, ScenarioRun,
                                          read_outcome)
 from autograder.trusted.verdicts import judge_exercise
@@ -185,7 +186,7 @@ class ForkedExecute(NbGraderPreprocessor):
 
     timeout = Integer(60, help="Seconds a cell may run.").tag(config=True)
     notebook_timeout = Integer(600, help="Seconds the whole notebook may run.").tag(config=True)
-    memory_limit = Integer(4 * GiB, help="Memory of the notebook's processes, in bytes "
+    memory_limit = Integer(DEFAULT_MEMORY_LIMIT, help="Memory of the notebook's processes, in bytes "
                                          "(0: no limit).").tag(config=True)
     max_lines = Integer(1000, help="Lines of a cell's stream output kept.").tag(config=True)
     threads = Integer(1, help="Threads for torch and OpenMP in the notebook.").tag(config=True)
@@ -221,10 +222,15 @@ class ForkedExecute(NbGraderPreprocessor):
     def host(self) -> Host:
         cls = type(self)
         if cls._host is None:
-            cls._host = Host(host_config(self.memory_limit, self.threads, self.sandbox,
-                                         cls.preload))
+            cls._host = Host(host_config(self.sandbox_policy(), cls.preload))
             cls._host.start()
         return cls._host
+
+    def sandbox_policy(self) -> SandboxPolicy:
+        """The sandbox's policy of this run (its limits, from the run's options)."""
+        return SandboxPolicy.build(memory_limit=self.memory_limit, confined=self.sandbox,
+                                   threads=self.threads, cell_seconds=self.timeout,
+                                   notebook_seconds=self.notebook_timeout)
 
     def lesson(self, name: str) -> Lesson:
         cls = type(self)
@@ -370,18 +376,11 @@ class ForkedExecute(NbGraderPreprocessor):
         return rows
 
 
-def host_config(memory_limit: int, threads: int, sandbox: bool,
-                preload: list[str] = ()) -> dict:
-    """What the runner host needs: limits, the modules to import once, the folders its
-    notebooks may read (this Python's environment and the course's shared package)."""
-    import coursekit
-    from autograder.sandbox.confine import python_paths
-    readonly = python_paths() + [str(Path(coursekit.__file__).resolve().parent)]
-    course_parent = str(Path(coursekit.__file__).resolve().parent.parent)
-    # The course root itself is on sys.path when the grader runs from it: never expose it.
-    readonly = [p for p in readonly if os.path.realpath(p) != os.path.realpath(course_parent)]
-    return {"memory_limit": memory_limit, "threads": max(1, threads), "sandbox": sandbox,
-            "readonly": readonly, "max_processes": 64,
+def host_config(policy: SandboxPolicy, preload: list[str] = ()) -> dict:
+    """What the runner host needs: the sandbox's policy (limits, the folders its notebooks may
+    read: this Python's environment and the course's shared package), the modules to import
+    once."""
+    return {"policy": policy.to_dict(),
             "preload": list(dict.fromkeys(["torch", "numpy", "matplotlib.pyplot", "coursekit",
                                            "coursekit.checks", "coursekit.scenarios",
                                            *preload]))}

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from nbformat import NotebookNode
 
 from autograder.trusted.notes import CHECKS_STOPPED, checks_stopped_text
+from autograder.units import GiB
 
-GiB = 1 << 30
 REVIEW = " The notebook scores 0; your instructor can review it."
 
 
