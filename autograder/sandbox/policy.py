@@ -152,7 +152,7 @@ class SandboxPolicy:
             "notebook",
             f"  threads:       {self.threads} for torch and OpenMP",
             f"  user:          uid {self.uid} ({self.user}), no capabilities, no new privileges",
-            f"  tmpfs:         " + ", ".join(f"{p} ({format_memory(self.tmp_bytes)})"
+            "  tmpfs:         " + ", ".join(f"{p} ({format_memory(self.tmp_bytes)})"
                                              for p in self.tmpfs)
             + f"; working folder {self.workdir}",
             "  read-only:     " + ", ".join(self.system + self.readonly),

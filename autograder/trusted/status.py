@@ -4,7 +4,7 @@ With the fork engine the status comes from the grader's own record of the run: t
 wrote into the notebook, each kept as data beside the note (`Stop`), and handed back in a
 `RunOutcome`; nothing is read back from the notebook's text, where a notebook could have
 written anything. (Only `--engine nbgrader`, which has no such record, reads the status from
-the autograded notebook: `autograder.trusted.autograde.verdict`.)
+the autograded notebook: `autograder.dispatch.nbgrader_engine.verdict`.)
 """
 
 from __future__ import annotations
