@@ -24,7 +24,8 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.intake.validate import LessonSpec, cell_ids
 from autograder.nbgrader_glue.gradebook import gradebook
-from autograder.nbgrader_glue.patches import quick_gradebook_creation, quick_html_export
+from autograder.nbgrader_glue.patches import (quick_gradebook_creation, quick_html_export,
+                                             start_keeping_the_exporter)
 from autograder.release import COURSE_ROOT
 from autograder.text import one_line
 
@@ -246,7 +247,6 @@ _FEEDBACK: dict[int, tuple] = {}  # id(config) -> (config, derived config, conve
 
 
 def _feedback_converter_class():
-    from nbconvert.writers import FilesWriter
     from nbgrader.converters import GenerateFeedback
     from traitlets import default
 
@@ -264,22 +264,7 @@ def _feedback_converter_class():
         def _exporter_class_default(self):
             return exporter_class
 
-        def start(self) -> None:
-            self.init_notebooks()
-            self.writer = FilesWriter(parent=self, config=self.config)
-            if not self.shared_exporter:
-                self.shared_exporter.append(self.exporter_class(parent=self, config=self.config))
-            self.exporter = self.shared_exporter[0]
-            self.exporter._preprocessors = []
-            for pp in self.preprocessors:
-                self.exporter.register_preprocessor(pp)
-            currdir = os.getcwd()
-            os.chdir(self.coursedir.root)
-            try:
-                with quick_html_export():
-                    self.convert_notebooks()
-            finally:
-                os.chdir(currdir)
+        start = start_keeping_the_exporter  # nbgrader's own start, in patches.py
 
     return ReusingGenerateFeedback
 
