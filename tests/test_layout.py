@@ -4,6 +4,7 @@ import circle among the modules of autograder/ and coursekit/ (imports in functi
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -183,7 +184,6 @@ NBGRADER_OUTSIDE_GLUE = {
     "autograder.feedback.head": "finds nbgrader's feedback template in its package",
     "autograder.intake.validate": "checks a notebook's grading labels with nbgrader's own "
     "metadata validator before nbgrader reads it",
-    "autograder.trusted.autograde": "counts the passed test cells with nbgrader's own rule",
     "autograder.plan": "reads a timestamp.txt with nbgrader's own date parser",
     "coursehub.submitsteps": "reads a timestamp.txt with nbgrader's own date parser",
 }
@@ -247,3 +247,28 @@ def test_a_gradebook_opened_outside_the_glue_is_a_crossing(tmp_path):
     assert _glue_crossings(modules) == [
         "autograder.a opens nbgrader's gradebook", "autograder.b opens nbgrader's gradebook",
         "autograder.c imports nbgrader"]
+
+
+# A cell's nbgrader labels (metadata.nbgrader) are read in nbgrader_glue/cells.py; these modules
+# still read them themselves, each for a reason.
+_READS_LABELS = re.compile(r"""metadata["']?\W{0,12}(\.get\(|\[)["']nbgrader["']""")
+LABELS_OUTSIDE_GLUE = {
+    "autograder.intake.validate": "checks a file's labels before nbgrader parses it (intake "
+    "trusts nothing, nbgrader_glue included)",
+    "autograder.feedback.head": "a reviewer's comment on the feedback page",
+    "autograder.release": "the release's own steps build the student notebooks' labels",
+    "autograder.demo": "builds the demo class's answers from the solution notebooks",
+    "coursekit.notebook": "the course's own library, imported in the students' kernels, which "
+    "never imports the grader",
+    "coursekit.progress": "the course's own library (a student's progress in `make lab`)",
+}
+
+
+def test_cell_labels_are_read_in_one_module():
+    modules = _modules()
+    found = sorted(name for name, path in modules.items()
+                   if not name.startswith(GLUE + ".")
+                   and _READS_LABELS.search(path.read_text(encoding="utf-8")))
+    assert found == sorted(LABELS_OUTSIDE_GLUE), (
+        "read a cell's nbgrader labels with autograder.nbgrader_glue.cells (or list the module "
+        f"here with its reason): {sorted(set(found) ^ set(LABELS_OUTSIDE_GLUE))}")

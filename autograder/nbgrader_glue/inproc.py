@@ -23,6 +23,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.intake.validate import LessonSpec, cell_ids
+from autograder.nbgrader_glue.cells import labels
 from autograder.nbgrader_glue.gradebook import gradebook
 from autograder.nbgrader_glue.patches import (quick_gradebook_creation, quick_html_export,
                                              start_keeping_the_exporter)
@@ -151,7 +152,7 @@ def register_lessons(config: Config, lessons: list[str]) -> dict:
                          if cell.name not in {c.name for c in notebook.solution_cells}}
                 max_score = float(gb.find_assignment(lesson).max_score)
             for cell in released.cells:
-                meta = cell.get("metadata", {}).get("nbgrader", {})
+                meta = labels(cell)
                 if meta.get("grade_id") in locked and meta.get("checksum"):
                     locked[meta["grade_id"]].add(meta["checksum"])
             specs[lesson] = LessonSpec(name=lesson, graded_ids=cell_ids(released), tests=tests,

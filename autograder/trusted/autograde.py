@@ -24,6 +24,7 @@ from traitlets.config import Config
 from autograder.trusted import executor
 from autograder.trusted.status import RunOutcome
 from autograder.feedback.render import write_notice
+from autograder.nbgrader_glue.cells import tests_passed
 from autograder.nbgrader_glue.gradebook import scores, zero_grades
 from autograder.nbgrader_glue.inproc import (autograde, autograde_preprocessors, captured_log,
                                         course_config, coursedir, generate_feedback)
@@ -44,18 +45,6 @@ def grading_config(settings: GradingOptions) -> Config:
         config.Autograde.autograde_preprocessors = autograde_preprocessors(
             config, executor.ForkedExecute)
     return config
-
-
-def _tests_passed(nb) -> tuple[int, int]:
-    from nbgrader import utils
-
-    passed = total = 0
-    for cell in nb.cells:
-        if utils.is_grade(cell) and not utils.is_solution(cell) and cell.cell_type == "code":
-            total += 1
-            score, points = utils.determine_grade(cell)
-            passed += score is not None and score >= points
-    return passed, total
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,7 +122,7 @@ def grade_submission(settings: GradingOptions, config: Config, student: str, les
             if found:
                 result.status, result.reason = found
             else:
-                passed, total = _tests_passed(nb)
+                passed, total = tests_passed(nb)
                 result.reason = f"Graded: {passed} of {total} tests passed."
         if result.notes:
             result.reason = " ".join([result.reason, *result.notes])

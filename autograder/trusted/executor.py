@@ -39,6 +39,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from coursekit.notebook import exercise_of
 
+from autograder.nbgrader_glue import cells as cells_
 from autograder.sandbox.policy import SandboxPolicy
 from autograder.text import one_line
 from autograder.trusted.messages import collect
@@ -209,8 +210,7 @@ class ForkedExecute(NbGraderPreprocessor):
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            source = strip_hidden(cell.source) if meta.get("grade") else cell.source
+            source = strip_hidden(cell.source) if cells_.is_graded(cell) else cell.source
             if source.strip():
                 cells.append((index, source))
         cells, skipped = lesson.graded_cells(nb, cells)
@@ -284,9 +284,8 @@ class ForkedExecute(NbGraderPreprocessor):
         checking stopped. Returns the checks' rows."""
         rows: list[dict] = []
         session = self.session
-        tests = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
-                 and c.get("metadata", {}).get("nbgrader", {}).get("grade")
-                 and not c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+        tests = [(i, c) for i, c in enumerate(nb.cells)
+                 if c.cell_type == "code" and cells_.is_test(c)]
         if not tests:
             return rows
         outcomes = run.outcomes if isinstance(run.outcomes, dict) else {}
@@ -301,7 +300,7 @@ class ForkedExecute(NbGraderPreprocessor):
                                       max_lines=self.max_lines)
         mistakes = list(enumerate(lesson.mistakes))
         for index, cell in tests:
-            grade_id = cell.metadata["nbgrader"].get("grade_id", "")
+            grade_id = cells_.labels(cell).get("grade_id", "")
             exercise = exercise_of(grade_id) or grade_id
             scenarios = lesson.for_exercise(exercise)
             judged: list[ScenarioRun] = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from nbformat import NotebookNode
 
 from autograder.trusted.notes import CHECKS_STOPPED, checks_stopped_text
+from autograder.nbgrader_glue import cells
 from autograder.units import GiB
 
 REVIEW = " The notebook scores 0; your instructor can review it."
@@ -52,7 +53,7 @@ def where(nb: NotebookNode, index: int) -> str:
     id or its first line."""
     number = sum(1 for cell in nb.cells[: index + 1] if cell.cell_type == "code")
     cell = nb.cells[index]
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    grade_id = cells.labels(cell).get("grade_id")
     if grade_id:
         return f"Code cell {number} ({grade_id})"
     first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
