@@ -6,25 +6,21 @@ from autograder.nbgrader_glue import patches  # noqa: F401 (first: a quicker jso
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 
 from autograder import execute, release
 from autograder.tasks import DEFAULT_MEMORY_LIMIT, ENGINES, GradingOptions
+from autograder.units import parse_memory
 
-_UNITS = {"": 1 << 30, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 
 
 def memory_size(text: str) -> int:
-    """'4G', '512M', '2.5GiB' or '4' (GiB) in bytes; '0' or 'none' for no limit."""
-    if text.strip().lower() in ("0", "none", "off"):
-        return 0
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise argparse.ArgumentTypeError(f"not a memory size: {text!r} (try 4G or 512M)")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    """--memory-limit: a size as `autograder.units.parse_memory` reads it, in bytes."""
+    try:
+        return parse_memory(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 LAYOUTS = ("auto", "folders", "nbgrader", "canvas", "moodle", "blackboard")

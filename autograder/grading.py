@@ -298,9 +298,11 @@ def _grade_locked(submissions: Path, options: GradingOptions, intake: Intake, re
         if pool is not None:
             pool.run(tasks, collect_result)
         else:
-            for task in tasks:
+            from autograder.dispatch.nbgrader_engine import NbgraderCommand
+
+            for task in tasks:  # --engine nbgrader: one at a time, in this process
                 collect_result(grade_submission(options, config, task.student, task.lesson,
-                                                list(task.notes)))
+                                                list(task.notes), NbgraderCommand(options)))
         bar.finish()
     except BaseException:
         if pool is not None:  # interrupted (Ctrl-C) or failed: stop the workers now

@@ -11,7 +11,7 @@ from autograder.intake.files import MAX_NOTEBOOK_BYTES, read_regular
 from autograder.intake.roster import Roster, RosterReport, apply_roster
 from autograder.intake.state import STATE_FILE, new_since, read_state, write_state
 from autograder.intake.validate import check
-from autograder.nbgrader_glue.gradebook import gradebook
+from autograder.nbgrader_glue.gradebook import submissions
 from autograder.nbgrader_glue.inproc import course_config, safe_student_id
 from autograder.tasks import Result, Task
 from autograder.trusted.seeds import submission_digest
@@ -95,12 +95,9 @@ def take_in(found: list[Submission], intake: Intake, root: Path, in_place: bool,
 
 def gradebook_submissions(root: Path) -> set[tuple[str, str]]:
     """(student, lesson) of every submission in the course's gradebook."""
-    from nbgrader.api import SubmittedAssignment
-
     if not (root / "gradebook.db").is_file():
         return set()
-    with gradebook(course_config(root)) as gb:
-        return {(s.student.id, s.assignment.name) for s in gb.db.query(SubmittedAssignment)}
+    return submissions(course_config(root))
 
 
 def remember_graded(root: Path, intake: Intake, results: list[Result],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-DEFAULT_MEMORY_LIMIT = 4 << 30  # bytes each notebook may use (the CLI's --memory-limit 4G)
+from autograder.sandbox.policy import DEFAULT_MEMORY_LIMIT  # the CLI's --memory-limit 4G
 ENGINES = ("fork", "nbgrader")
 
 

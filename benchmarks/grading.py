@@ -224,11 +224,12 @@ def sandbox_cost(runs: int) -> dict[str, float]:
     """Median wall time of a notebook of one trivial cell, through a runner host as grading
     starts it, confined and not: the difference is the sandbox's own cost per notebook
     (namespaces, the filesystem view, the cgroup, and tearing them down)."""
+    from autograder.sandbox.policy import SandboxPolicy
     from autograder.trusted.executor import Host, host_config
 
     medians = {}
     for sandbox in (True, False):
-        host = Host(host_config(4 << 30, 1, sandbox))
+        host = Host(host_config(SandboxPolicy.build(memory_limit=4 << 30, confined=sandbox)))
         host.start()
         try:
             times = []

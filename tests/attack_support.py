@@ -184,3 +184,42 @@ def feedback_text(out: Path, student: str, lesson: str = A) -> str:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
+
+_PROBE = r'''
+import json, os, resource, sys
+from autograder.sandbox.confine import confine
+from autograder.sandbox.policy import SandboxPolicy
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(read)
+    confine(%s, sys.argv[1])
+    seen = {}
+%s
+    os.write(write, json.dumps(seen).encode())
+    os._exit(0)
+os.close(write)
+with os.fdopen(read) as report:
+    print(report.read())
+os.waitpid(pid, 0)
+'''
+
+
+def confined_probe(policy: str, findings: str, prefix: str) -> dict:
+    """What a child confined by `policy` (a SandboxPolicy expression) finds: `findings`, code
+    run in it (indented by four spaces) that fills the dict `seen`. Run as this (root) user on
+    an empty folder; `seen`, parsed."""
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("enters the sandbox as root")
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(root, 0o755)
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE % (policy, findings), str(root)],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)

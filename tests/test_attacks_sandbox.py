@@ -782,15 +782,14 @@ def test_a_deeply_nested_notebook_is_invalid_and_the_class_is_graded(attacked):
 
 _CWD_PROBE = r'''
 import os, sys
-from autograder.trusted.executor import host_config
-from autograder.sandbox.confine import Policy, confine
-readonly = host_config(0, 1, True)["readonly"]
+from autograder.sandbox.confine import confine
+from autograder.sandbox.policy import SandboxPolicy
 target = os.path.join(os.getcwd(), "classmate.ipynb")
 read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
     os.close(read)
-    confine(Policy(readonly=readonly, root_dir=sys.argv[1], memory_limit=0))
+    confine(SandboxPolicy.build(memory_limit=0), sys.argv[1])
     try:
         text = "READ " + open(target).read()
     except OSError as err:
@@ -850,7 +849,7 @@ read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
     os.close(read)
-    sandbox.confine(sandbox.Policy(root_dir=root, memory_limit=0, readonly=[]))
+    sandbox.confine(sandbox.SandboxPolicy(memory_limit=0), root)
     seen = {"uid": os.getuid(), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
     for name, path in (("secret", secret), ("passwd-shadow", "/etc/shadow"), ("home", here)):
         try:
@@ -964,7 +963,8 @@ def unprivileged(tmp_path_factory):
     package = folder / "autograder" / "sandbox"  # the package's confinement modules alone
     package.mkdir(parents=True)
     shutil.copy(REPO / "autograder" / "__init__.py", package.parent)
-    for name in ("__init__", "confine", "limits", "seccomp", "sockets", "syscalls"):
+    shutil.copy(REPO / "autograder" / "units.py", package.parent)
+    for name in ("__init__", "confine", "limits", "policy", "seccomp", "sockets", "syscalls"):
         shutil.copy(REPO / "autograder" / "sandbox" / f"{name}.py", package)
     (folder / "probe.py").write_text(_UNPRIVILEGED_PROBE)
     for path in [folder, *folder.rglob("*")]:

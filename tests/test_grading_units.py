@@ -368,9 +368,11 @@ def test_a_notebook_forked_from_a_shared_prologue_can_use_every_thread_it_is_giv
     the wall clock's 10x limit said "timeout"). The prologue runs on one thread; the notebook
     then gets its share of the cores and finishes."""
     from autograder.sandbox.confine import check_available
+    from autograder.sandbox.policy import SandboxPolicy
     from autograder.trusted.executor import Host, host_config
 
-    host = Host(host_config(2 << 30, threads=2, sandbox=check_available() is None))
+    host = Host(host_config(SandboxPolicy.build(memory_limit=2 << 30, threads=2,
+                                                confined=check_available() is None)))
     request = {"cells": [(0, "import torch\nbig = torch.ones(2000, 2000) * 2\nbig.sum()"),
                          (1, "print(torch.get_num_threads(), (torch.ones(2000, 2000) * 3)"
                              ".sum().item())")],

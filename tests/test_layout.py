@@ -4,6 +4,7 @@ import circle among the modules of autograder/ and coursekit/ (imports in functi
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -120,12 +121,13 @@ def test_no_import_circle_among_the_packages():
 
 
 # What runs beside student code (the sandbox, the unconfined host that forks it, the wire
-# format) may import only each other and coursekit; what takes files in runs no student code
-# and judges nothing. The folders are the trust boundary only while these hold. (Importing the
-# package `autograder` itself, an empty __init__, is allowed everywhere.)
+# format) may import only each other, coursekit and `autograder.units` (sizes of memory: the
+# standard library only); what takes files in runs no student code and judges nothing. The
+# folders are the trust boundary only while these hold. (Importing the package `autograder`
+# itself, an empty __init__, is allowed everywhere.)
 BESIDE_STUDENT_CODE = ("autograder.sandbox", "autograder.runner", "autograder.protocol")
 BOUNDARIES = {
-    BESIDE_STUDENT_CODE: BESIDE_STUDENT_CODE + ("coursekit",),
+    BESIDE_STUDENT_CODE: BESIDE_STUDENT_CODE + ("coursekit", "autograder.units"),
     ("autograder.intake",): ("autograder.intake", "autograder.text", "autograder.nbgrader_glue"),
 }
 
@@ -156,3 +158,117 @@ def test_a_sandbox_module_that_imports_the_judging_side_is_a_crossing(tmp_path):
                "autograder.trusted.verdicts": tmp_path / "verdicts.py"}
     assert _crossings(modules) == [
         "autograder.sandbox.shell imports autograder.trusted.verdicts"]
+
+
+# nbgrader is touched from nbgrader_glue/ only. What still touches it elsewhere is listed here,
+# each with why; a new module that opens the gradebook or imports nbgrader outside the glue
+# fails the tests below until it goes through the glue (or is listed, with its reason).
+GLUE = "autograder.nbgrader_glue"
+GRADEBOOK_OUTSIDE_GLUE = {
+    "autograder.course_records": "readies the gradebook for a run (students, stale "
+    "submissions) in one session with the copies it makes into submitted/",
+    "autograder.dispatch.cluster_checks": "checks a cluster worker's returned record against "
+    "the command's gradebook and writes it in the same session",
+    "autograder.intake.exchange": "nbgrader's own exchange steps, subclassed (to move into "
+    "nbgrader_glue/exchange.py with the rest of the intake's nbgrader code)",
+    "autograder.report.class_report": "the report's per-cell fallback reads grades with "
+    "SQLAlchemy queries across assignments, in one session",
+    "coursehub.students": "the class hub's service adds its accounts to the gradebook",
+}
+NBGRADER_OUTSIDE_GLUE = {
+    **GRADEBOOK_OUTSIDE_GLUE,
+    "autograder.trusted.executor": "ForkedExecute is an nbgrader preprocessor (Execute replaced)",
+    "autograder.release": "the release's own steps are nbgrader preprocessors",
+    "autograder.feedback.render": "the feedback's steps are nbgrader preprocessors and read "
+    "its cell flags",
+    "autograder.feedback.head": "finds nbgrader's feedback template in its package",
+    "autograder.intake.validate": "checks a notebook's grading labels with nbgrader's own "
+    "metadata validator before nbgrader reads it",
+    "autograder.plan": "reads a timestamp.txt with nbgrader's own date parser",
+    "coursehub.submitsteps": "reads a timestamp.txt with nbgrader's own date parser",
+}
+
+
+def _nbgrader_touches(path: Path) -> tuple[bool, bool]:
+    """(opens the gradebook, imports nbgrader) for the module at `path`."""
+    opens = imports = False
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            imports |= any(a.name.split(".")[0] == "nbgrader" for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = {alias.name for alias in node.names}
+            imports |= node.module.split(".")[0] == "nbgrader"
+            opens |= (node.module == f"{GLUE}.gradebook" and "gradebook" in names) or (
+                node.module == "nbgrader.api" and "Gradebook" in names)
+        elif isinstance(node, ast.Attribute) and node.attr == "Gradebook":
+            opens = True
+    return opens, imports
+
+
+def _glue_crossings(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for name, path in modules.items():
+        if name == GLUE or name.startswith(GLUE + "."):
+            continue
+        opens, imports = _nbgrader_touches(path)
+        if opens and name not in GRADEBOOK_OUTSIDE_GLUE:
+            found.append(f"{name} opens nbgrader's gradebook")
+        elif imports and name not in NBGRADER_OUTSIDE_GLUE:
+            found.append(f"{name} imports nbgrader")
+    return found
+
+
+def _hub_modules() -> dict[str, Path]:
+    return {f"coursehub.{p.stem}": p
+            for p in sorted((REPO / "hub" / "lib" / "coursehub").glob("*.py"))}
+
+
+def test_nbgrader_is_touched_only_in_its_glue():
+    crossings = _glue_crossings({**_modules(), **_hub_modules()})
+    assert not crossings, ("nbgrader outside autograder/nbgrader_glue/ (add a function to the "
+                           "glue, e.g. nbgrader_glue/gradebook.py): " + "; ".join(crossings))
+
+
+def test_every_module_let_past_the_glue_still_needs_it():
+    """The lists above hold only modules that still touch nbgrader, each the way it says."""
+    modules = {**_modules(), **_hub_modules()}
+    for name in NBGRADER_OUTSIDE_GLUE:
+        opens, imports = _nbgrader_touches(modules[name])
+        assert opens if name in GRADEBOOK_OUTSIDE_GLUE else imports, (
+            f"{name} no longer touches nbgrader that way: take it off the list")
+
+
+def test_a_gradebook_opened_outside_the_glue_is_a_crossing(tmp_path):
+    (tmp_path / "a.py").write_text("from autograder.nbgrader_glue.gradebook import gradebook\n")
+    (tmp_path / "b.py").write_text("import nbgrader.api\nnbgrader.api.Gradebook('x')\n")
+    (tmp_path / "c.py").write_text("from nbgrader.api import MissingEntry\n")
+    (tmp_path / "d.py").write_text("from autograder.nbgrader_glue.gradebook import scores\n")
+    modules = {f"autograder.{n}": tmp_path / f"{n}.py" for n in "abcd"}
+    assert _glue_crossings(modules) == [
+        "autograder.a opens nbgrader's gradebook", "autograder.b opens nbgrader's gradebook",
+        "autograder.c imports nbgrader"]
+
+
+# A cell's nbgrader labels (metadata.nbgrader) are read in nbgrader_glue/cells.py; these modules
+# still read them themselves, each for a reason.
+_READS_LABELS = re.compile(r"""metadata["']?\W{0,12}(\.get\(|\[)["']nbgrader["']""")
+LABELS_OUTSIDE_GLUE = {
+    "autograder.intake.validate": "checks a file's labels before nbgrader parses it (intake "
+    "trusts nothing, nbgrader_glue included)",
+    "autograder.feedback.head": "a reviewer's comment on the feedback page",
+    "autograder.release": "the release's own steps build the student notebooks' labels",
+    "autograder.demo": "builds the demo class's answers from the solution notebooks",
+    "coursekit.notebook": "the course's own library, imported in the students' kernels, which "
+    "never imports the grader",
+    "coursekit.progress": "the course's own library (a student's progress in `make lab`)",
+}
+
+
+def test_cell_labels_are_read_in_one_module():
+    modules = _modules()
+    found = sorted(name for name, path in modules.items()
+                   if not name.startswith(GLUE + ".")
+                   and _READS_LABELS.search(path.read_text(encoding="utf-8")))
+    assert found == sorted(LABELS_OUTSIDE_GLUE), (
+        "read a cell's nbgrader labels with autograder.nbgrader_glue.cells (or list the module "
+        f"here with its reason): {sorted(set(found) ^ set(LABELS_OUTSIDE_GLUE))}")

@@ -136,13 +136,18 @@ def test_quick_html_export():
 
 
 def test_internals_the_feedback_converter_repeats():
-    """inproc's ReusingGenerateFeedback.start is nbgrader's BaseConverter.start keeping one
-    exporter, whose preprocessors it resets through nbconvert's `_preprocessors`."""
+    """patches.start_keeping_the_exporter (inproc's ReusingGenerateFeedback.start) is
+    nbgrader's BaseConverter.start keeping one exporter, whose preprocessors it resets through
+    nbconvert's `_preprocessors`."""
     from nbconvert.exporters.exporter import Exporter
     from nbgrader.converters import GenerateFeedback
     from nbgrader.converters.base import BaseConverter
 
-    name = "ReusingGenerateFeedback (nbgrader_glue/inproc.py)"
+    from autograder.nbgrader_glue.inproc import _feedback_converter_class
+
+    name = "start_keeping_the_exporter (nbgrader_glue/patches.py)"
+    assert _feedback_converter_class().start is patches.start_keeping_the_exporter, (
+        f"{name}: the feedback converter no longer starts with the patch")
     assert GenerateFeedback.start is BaseConverter.start, f"{name}: GenerateFeedback.start changed"
     assert_unchanged(name, BaseConverter.start, "10d6830579cdca63")
     for method in (Exporter.register_preprocessor, Exporter._preprocess):

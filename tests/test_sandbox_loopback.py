@@ -54,7 +54,7 @@ def confined(body):
         os.close(go_write)
         root = tempfile.mkdtemp(prefix="autograder-loopback-", dir=sys.argv[2])
         os.chmod(root, 0o755)
-        sandbox.confine(sandbox.Policy(root_dir=root, memory_limit=0, readonly=[]))
+        sandbox.confine(sandbox.SandboxPolicy(memory_limit=0), root)
         body(write, go_read)
         os._exit(0)
     os.close(write)

@@ -21,15 +21,17 @@ REPO = Path(__file__).resolve().parent.parent
 # host's measure of its process tree while it does.
 _PROBE = r'''
 import json, os, socket, sys, time
-from autograder.sandbox.confine import Policy, confine
-from autograder.sandbox.limits import MiB, ProcessTree
+from autograder.sandbox.confine import confine
+from autograder.sandbox.limits import ProcessTree
+from autograder.sandbox.policy import SandboxPolicy
+from autograder.units import MiB
 to_host, to_sandbox = socket.socketpair()
 ready_r, ready_w = os.pipe()
 pid = os.fork()
 if pid == 0:
     to_host.close()
     os.close(ready_r)
-    confine(Policy(root_dir=sys.argv[1], memory_limit=0, readonly=[]), None,
+    confine(SandboxPolicy(memory_limit=0), sys.argv[1], None,
             diag_channel=to_sandbox.detach())
     sockets = []
     for fd in os.listdir("/proc/self/fd"):

@@ -294,11 +294,9 @@ def _sent_digest(payload: dict) -> str:
 
 
 def _duedates(config, lessons: set[str]) -> dict:
-    from autograder.nbgrader_glue.gradebook import gradebook
+    from autograder.nbgrader_glue.gradebook import due_dates
 
-    with gradebook(config) as gb:
-        return {name: (gb.find_assignment(name).duedate.isoformat()
-                       if gb.find_assignment(name).duedate else None) for name in lessons}
+    return due_dates(config, lessons)
 
 
 def _payload(task: Task, chunk: list[Task], duedates: dict) -> dict:

@@ -79,6 +79,7 @@ class _Worker:
         self.problem: str | None = None
         self.options: GradingOptions | None = None
         self.config = None
+        self.session = None  # the GradingSession it was warmed with (autograder.trusted.session)
         self.scratch: Path | None = None
         self.lessons: set[str] = set()
 
@@ -97,15 +98,11 @@ class _Worker:
             return self.problem
 
     def _warm(self, spec: dict, threads: int) -> None:
-        from autograder.trusted import executor
+        from autograder.dispatch.grade_task import warm_worker, worker_environment
         from autograder.trusted.autograde import grading_config
         from autograder.nbgrader_glue.gradebook import install_gradebook_lock
-        from autograder.nbgrader_glue.inproc import warm_feedback
 
-        for name, value in (("NBFORMAT_VALIDATOR", "fastjsonschema"),
-                            ("MPLBACKEND", "module://matplotlib_inline.backend_inline"),
-                            ("PYDEVD_DISABLE_FILE_VALIDATION", "1")):
-            os.environ.setdefault(name, value)
+        worker_environment()
         root = cached_course(spec["bundle"])
         self.scratch = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
         course = self.scratch / "course"
@@ -121,17 +118,13 @@ class _Worker:
         config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
         config.CourseDirectory.source_directory = str(root / "solutions")
         self.config, self.lessons = config, set()
-        executor.ForkedExecute.preload = list(spec["preload"])
-        executor.ForkedExecute(config=config).host()
-        warm_feedback(config)
+        self.session = warm_worker(self.options, config, spec["preload"], feedback_required=True)
 
     def close(self) -> None:
-        import sys
-
         with self.lock:
-            executor = sys.modules.get("autograder.trusted.executor")  # started only if warmed
-            if executor is not None:
-                executor.shutdown()
+            if self.session is not None:  # its runner host
+                self.session.close()
+                self.session = None
             if self.scratch is not None:
                 remove_tree(self.scratch)
             self.key = self.problem = self.options = self.config = self.scratch = None
@@ -235,10 +228,8 @@ def warm_worker(spec: dict) -> bytes:
 
 
 def _grade_one(state: _Worker, shipped: dict) -> dict:
-    from nbgrader.api import MissingEntry
-
     from autograder.dispatch.grade_task import grade_task
-    from autograder.nbgrader_glue.gradebook import gradebook
+    from autograder.nbgrader_glue.gradebook import fresh_submission, submission_record
     from autograder.nbgrader_glue.inproc import coursedir, register_lessons
 
     config, options = state.config, state.options
@@ -247,14 +238,8 @@ def _grade_one(state: _Worker, shipped: dict) -> dict:
     if lesson not in state.lessons:
         register_lessons(config, [lesson])
         state.lessons.add(lesson)
-    with gradebook(config) as gb:
-        if shipped.get("duedate"):  # the command's due date: the same late penalty
-            gb.update_or_create_assignment(lesson, duedate=shipped["duedate"])
-        gb.update_or_create_student(student)
-        try:
-            gb.remove_submission(lesson, student)
-        except MissingEntry:
-            pass
+    # The command's due date: the same late penalty.
+    fresh_submission(config, lesson, student, shipped.get("duedate"))
     course = coursedir(config)
     folders = {step: Path(course.format_path(getattr(course, f"{step}_directory"), student,
                                              lesson))
@@ -269,34 +254,14 @@ def _grade_one(state: _Worker, shipped: dict) -> dict:
     page = Path(options.out) / "feedback" / student / f"{lesson}.html"
     page.unlink(missing_ok=True)
     _hold(task)
-    result = grade_task(options, config, task)
+    result = grade_task(state.session, options, config, task)
     from autograder.trusted.seeds import submission_digest
 
     item = {"result": asdict(result), "digest": submission_digest(notebook),
             "autograded": _read_files(folders["autograded"]),
             "feedback": _read_files(folders["feedback"]),
             "page": base64.b64encode(page.read_bytes()).decode() if page.is_file() else None,
-            "record": _export_record(config, student, lesson)}
+            "record": submission_record(config, student, lesson)}
     for folder in folders.values():
         remove_tree(folder)
     return item
-
-
-def _export_record(config, student: str, lesson: str) -> dict | None:
-    """The gradebook's rows for a submission, as plain data (None when there is none)."""
-    from nbgrader.api import MissingEntry
-
-    from autograder.nbgrader_glue.gradebook import gradebook
-
-    with gradebook(config) as gb:
-        try:
-            submission = gb.find_submission(lesson, student)
-        except MissingEntry:
-            return None
-        return {"timestamp": submission.timestamp.isoformat() if submission.timestamp else None,
-                "notebooks": {nb.name: {
-                    "late_penalty": nb.late_submission_penalty,
-                    "grades": {g.name: [g.auto_score, bool(g.needs_manual_grade)]
-                               for g in nb.grades},
-                    "comments": {c.name: c.auto_comment for c in nb.comments}}
-                    for nb in submission.notebooks}}

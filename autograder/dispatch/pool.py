@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, replace
 from multiprocessing.connection import Connection, wait
 
-from autograder.dispatch.grade_task import grade_task, record_failure
+from autograder.dispatch.grade_task import (grade_task, record_failure, warm_worker,
+                                            worker_environment)
 from autograder.release import nbgrader_env
 from autograder.tasks import GradingOptions, Result, Task
 
@@ -43,31 +44,21 @@ def _worker_main(conn: Connection, plain_options: dict, preload: list[str]) -> N
     die_with_parent(signal.SIGTERM)  # a worker never outlives the command that started it
     if os.getppid() == 1:  # that command had already gone
         return
-    os.environ.setdefault("NBFORMAT_VALIDATOR", "fastjsonschema")
-    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    worker_environment()
     # Student code must not write to the terminal through inherited descriptors.
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     try:
-        from autograder.trusted import executor
         from autograder.trusted.autograde import grading_config
         from autograder.nbgrader_glue.gradebook import install_gradebook_lock
-        from autograder.nbgrader_glue.inproc import warm_feedback
 
         options = GradingOptions.from_dict(plain_options)
         if options.lock_path:  # the run's scratch folder: removed with it, whatever happens
             tempfile.tempdir = os.path.dirname(options.lock_path)
         install_gradebook_lock(options.lock_path)
         config = grading_config(options)
-        if options.engine == "fork":  # the runner host warms up while the class is read
-            executor.ForkedExecute.preload = list(preload)
-            executor.ForkedExecute(config=config).host()
-        try:
-            warm_feedback(config)
-        except Exception:  # noqa: BLE001 (only a warm-up: the first notebook pays instead)
-            pass
+        session = warm_worker(options, config, preload)
     except BaseException:  # noqa: BLE001
         conn.send(("failed", traceback.format_exc()))
         return
@@ -86,9 +77,11 @@ def _worker_main(conn: Connection, plain_options: dict, preload: list[str]) -> N
             # Everything this worker wrote is written (the gradebook's sessions are committed,
             # the feedback files closed): stop the runner host and leave at once, without the
             # seconds Python takes to tear down torch, nbgrader and their objects.
-            executor.shutdown()
+            if session is not None:
+                session.close()
             os._exit(0)
-        conn.send(("result", asdict(grade_task(options, config, Task.from_dict(task)))))
+        conn.send(("result", asdict(grade_task(session, options, config,
+                                               Task.from_dict(task)))))
 
 
 class _Worker:

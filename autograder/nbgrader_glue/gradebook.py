@@ -91,3 +91,83 @@ def gradebook(config: Config | None = None, *, db_url: str = "",
         course_id = course_id or config.CourseDirectory.course_id
     with Gradebook(db_url, course_id) as gb:
         yield gb
+
+
+# --------------------------------------------------------------------------------------------
+# The queries grading makes of the gradebook
+
+def zero_grades(config: Config, student: str, lesson: str) -> None:
+    """Autograder scores 0, flagged for manual review, for a run that went wrong."""
+    from nbgrader.api import MissingEntry
+
+    with gradebook(config) as gb:
+        try:
+            submission = gb.find_submission_notebook(lesson, lesson, student)
+        except MissingEntry:
+            return
+        for grade in submission.grades:
+            grade.auto_score = 0
+            grade.needs_manual_grade = True
+        gb.db.commit()
+
+
+def scores(config: Config, student: str, lesson: str) -> tuple[float, float]:
+    """The submission's score and the lesson's points (0 and the points when there is none)."""
+    from nbgrader.api import MissingEntry
+
+    with gradebook(config) as gb:
+        try:
+            submission = gb.find_submission(lesson, student)
+            return float(submission.score), float(submission.max_score)
+        except MissingEntry:
+            return 0.0, float(gb.find_assignment(lesson).max_score)
+
+
+def submissions(config: Config) -> set[tuple[str, str]]:
+    """(student, lesson) of every submission in the gradebook."""
+    from nbgrader.api import SubmittedAssignment
+
+    with gradebook(config) as gb:
+        return {(s.student.id, s.assignment.name) for s in gb.db.query(SubmittedAssignment)}
+
+
+def due_dates(config: Config, lessons: set[str]) -> dict[str, str | None]:
+    """Each lesson's due date in the gradebook, ISO 8601 (None: none)."""
+    with gradebook(config) as gb:
+        return {name: (gb.find_assignment(name).duedate.isoformat()
+                       if gb.find_assignment(name).duedate else None) for name in lessons}
+
+
+def fresh_submission(config: Config, lesson: str, student: str,
+                     duedate: str | None = None) -> None:
+    """Ready the gradebook for grading `student`'s `lesson` again: the lesson's due date set
+    (when given), the student known, an earlier submission of it removed."""
+    from nbgrader.api import MissingEntry
+
+    with gradebook(config) as gb:
+        if duedate:
+            gb.update_or_create_assignment(lesson, duedate=duedate)
+        gb.update_or_create_student(student)
+        try:
+            gb.remove_submission(lesson, student)
+        except MissingEntry:
+            pass
+
+
+def submission_record(config: Config, student: str, lesson: str) -> dict | None:
+    """The gradebook's rows for a submission, as plain data (None when there is none): what a
+    cluster's worker sends back, read by `autograder.dispatch.cluster_checks`."""
+    from nbgrader.api import MissingEntry
+
+    with gradebook(config) as gb:
+        try:
+            submission = gb.find_submission(lesson, student)
+        except MissingEntry:
+            return None
+        return {"timestamp": submission.timestamp.isoformat() if submission.timestamp else None,
+                "notebooks": {nb.name: {
+                    "late_penalty": nb.late_submission_penalty,
+                    "grades": {g.name: [g.auto_score, bool(g.needs_manual_grade)]
+                               for g in nb.grades},
+                    "comments": {c.name: c.auto_comment for c in nb.comments}}
+                    for nb in submission.notebooks}}

@@ -23,8 +23,10 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.intake.validate import LessonSpec, cell_ids
+from autograder.nbgrader_glue.cells import labels
 from autograder.nbgrader_glue.gradebook import gradebook
-from autograder.nbgrader_glue.patches import quick_gradebook_creation, quick_html_export
+from autograder.nbgrader_glue.patches import (quick_gradebook_creation, quick_html_export,
+                                             start_keeping_the_exporter)
 from autograder.release import COURSE_ROOT
 from autograder.text import one_line
 
@@ -150,7 +152,7 @@ def register_lessons(config: Config, lessons: list[str]) -> dict:
                          if cell.name not in {c.name for c in notebook.solution_cells}}
                 max_score = float(gb.find_assignment(lesson).max_score)
             for cell in released.cells:
-                meta = cell.get("metadata", {}).get("nbgrader", {})
+                meta = labels(cell)
                 if meta.get("grade_id") in locked and meta.get("checksum"):
                     locked[meta["grade_id"]].add(meta["checksum"])
             specs[lesson] = LessonSpec(name=lesson, graded_ids=cell_ids(released), tests=tests,
@@ -246,7 +248,6 @@ _FEEDBACK: dict[int, tuple] = {}  # id(config) -> (config, derived config, conve
 
 
 def _feedback_converter_class():
-    from nbconvert.writers import FilesWriter
     from nbgrader.converters import GenerateFeedback
     from traitlets import default
 
@@ -264,22 +265,7 @@ def _feedback_converter_class():
         def _exporter_class_default(self):
             return exporter_class
 
-        def start(self) -> None:
-            self.init_notebooks()
-            self.writer = FilesWriter(parent=self, config=self.config)
-            if not self.shared_exporter:
-                self.shared_exporter.append(self.exporter_class(parent=self, config=self.config))
-            self.exporter = self.shared_exporter[0]
-            self.exporter._preprocessors = []
-            for pp in self.preprocessors:
-                self.exporter.register_preprocessor(pp)
-            currdir = os.getcwd()
-            os.chdir(self.coursedir.root)
-            try:
-                with quick_html_export():
-                    self.convert_notebooks()
-            finally:
-                os.chdir(currdir)
+        start = start_keeping_the_exporter  # nbgrader's own start, in patches.py
 
     return ReusingGenerateFeedback
 

@@ -182,3 +182,31 @@ def quick_html_export() -> Iterator[None]:
         yield
     finally:
         html_exporter.BeautifulSoup = original(html_exporter, "BeautifulSoup")
+
+
+# --------------------------------------------------------------------------------------------
+# nbgrader's GenerateFeedback: one HTML exporter for every notebook of a worker
+
+def start_keeping_the_exporter(self) -> None:
+    """nbgrader's `BaseConverter.start` (GenerateFeedback's), repeated but for its exporter:
+    kept in the converter class's `shared_exporter` from one notebook to the next (with its
+    compiled Jinja templates), its preprocessors reset through nbconvert's `_preprocessors`,
+    where nbgrader builds a new exporter for every call; and the page written without the
+    BeautifulSoup pass (`quick_html_export`). tests/test_patches.py pins the method repeated."""
+    from nbconvert.writers import FilesWriter
+
+    self.init_notebooks()
+    self.writer = FilesWriter(parent=self, config=self.config)
+    if not self.shared_exporter:
+        self.shared_exporter.append(self.exporter_class(parent=self, config=self.config))
+    self.exporter = self.shared_exporter[0]
+    self.exporter._preprocessors = []
+    for pp in self.preprocessors:
+        self.exporter.register_preprocessor(pp)
+    currdir = os.getcwd()
+    os.chdir(self.coursedir.root)
+    try:
+        with quick_html_export():
+            self.convert_notebooks()
+    finally:
+        os.chdir(currdir)

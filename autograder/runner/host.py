@@ -43,11 +43,11 @@ from collections import OrderedDict
 from autograder import protocol
 from autograder.sandbox import shell
 from autograder.sandbox.observe import load_module, run_scenarios
-from autograder.sandbox.confine import Policy, confine, die_with_parent
+from autograder.sandbox.confine import confine, die_with_parent
 from autograder.sandbox.limits import TREE_POLL_SECONDS, Cgroup, ProcessTree
+from autograder.sandbox.policy import SandboxPolicy
 
 MAX_ZYGOTES = 2
-ADDRESS_SPACE_FACTOR = 4
 OOM_POLL_SECONDS = 0.05
 ZYGOTE_START_SECONDS_PER_CELL = 5.0
 
@@ -55,28 +55,26 @@ ZYGOTE_START_SECONDS_PER_CELL = 5.0
 class Host:
     def __init__(self, config: dict) -> None:
         self.config = config
-        self.sandbox = bool(config.get("sandbox", True))
-        self.memory_limit = int(config.get("memory_limit", 0))
+        self.policy = SandboxPolicy.from_dict(config["policy"])
+        self.sandbox = self.policy.confined
+        self.memory_limit = self.policy.memory_limit
         # Where a cgroup measures the notebook's memory (resident, its children's included),
         # that is the limit; the address-space limit is then only a loose backstop, so that it
         # never decides first (torch reserves far more address space than it uses). Without
         # a cgroup the address space is the limit.
         self.cgroups = self.sandbox and Cgroup.base() is not None
-        self.address_space = self.memory_limit * (ADDRESS_SPACE_FACTOR if self.cgroups else 1)
-        self.max_processes = int(config.get("max_processes", 64))
-        self.threads = int(config.get("threads", 1))
-        self.readonly = list(config.get("readonly", []))
+        self.address_space = self.policy.address_space(self.cgroups)
+        self.threads = self.policy.threads
         self.scratch = tempfile.mkdtemp(prefix="autograder-host-")
         os.chmod(self.scratch, 0o755)
         self.zygotes: OrderedDict[str, Zygote] = OrderedDict()
         self.count = 0
 
-    def policy(self, files_from: str | None, cgroup: Cgroup | None = None) -> Policy:
+    def root(self) -> str:
+        """The empty folder each sandbox builds its root on."""
         root = os.path.join(self.scratch, "root")
         os.makedirs(root, exist_ok=True)
-        return Policy(readonly=self.readonly, files_from=files_from, root_dir=root,
-                      memory_limit=self.address_space if cgroup is not None else self.memory_limit,
-                      max_processes=self.max_processes)
+        return root
 
     def serve(self, sock: socket.socket) -> None:
         for request, events, control, payload in _requests(sock):
@@ -162,8 +160,7 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
         # tests' throwaway ones) can have hosts of the same pid, and a shared group would mix
         # their notebooks' time and memory, and end one with the other.
         cgroup = Cgroup.create(f"autograder-{os.getpid()}-{host.count}-{os.urandom(6).hex()}",
-                               host.memory_limit,
-                               host.max_processes)
+                               host.memory_limit, host.policy.max_processes)
     # Without a cgroup, the host measures the notebook's process tree itself, from /proc, and
     # its sockets' queues through a socket the sandbox sends from its network namespace.
     diag = socket.socketpair() if host.sandbox and cgroup is None else None
@@ -248,7 +245,7 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
         shell.close_inherited((events, payload) + ((diag,) if diag is not None else ()))
         channel = shell.Channel(events)
         if host.sandbox:
-            confine(host.policy(request.get("files_from"), cgroup), cgroup, diag)
+            confine(host.policy, host.root(), request.get("files_from"), cgroup, diag)
         else:
             os.setsid()
             workdir = tempfile.mkdtemp(prefix="autograder-nosandbox-")
@@ -260,10 +257,7 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
             if host.address_space > 0:
                 resource.setrlimit(resource.RLIMIT_AS, (host.address_space, host.address_space))
         os.environ.clear()
-        os.environ.update({"HOME": "/home/student", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-                           "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
-                           "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-                           "PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin"})
+        os.environ.update(host.policy.env())
         tempfile.tempdir = None  # found again, from TMPDIR
         shell.enter_process(host.threads)
         captures = shell.capture_output()

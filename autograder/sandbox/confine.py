@@ -43,9 +43,9 @@ import socket
 import stat
 import struct
 import sys
-from dataclasses import dataclass, field
 
-from autograder.sandbox.limits import GiB, MiB, Cgroup
+from autograder.sandbox.limits import Cgroup
+from autograder.sandbox.policy import HOME, INSIDE_UID, NOBODY, USER, SandboxPolicy
 from autograder.sandbox.seccomp import install_seccomp, new_session_keyring
 from autograder.sandbox.sockets import send_diag_socket
 from autograder.sandbox.syscalls import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,
@@ -57,65 +57,13 @@ from autograder.sandbox.syscalls import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS
                                          SYSCALLS, SandboxError, check, libc, mount, syscall,
                                          write)
 
-INSIDE_UID = 1000
 CAP_SYS_ADMIN = 21
 PROBE_ENV = "AUTOGRADER_SANDBOX_PROBE"  # "fail": check_available() fails (tests)
-NOBODY = 65534
-
-
-@dataclass
-class Policy:
-    """What a confined notebook may see and use."""
-
-    readonly: list[str] = field(default_factory=list)  # host folders bound read-only
-    workdir: str = "/home/student/work"  # its working folder (tmpfs), the cwd
-    home: str = "/home/student"
-    files_from: str | None = None  # a host folder whose files are copied into workdir
-    tmp_bytes: int = 256 * MiB  # size of the writable tmpfs folders, each
-    memory_limit: int = 4 * GiB  # address space per process (RLIMIT_AS); 0: none
-    max_processes: int = 64  # processes and threads of the notebook's uid in its namespace
-    max_file_bytes: int = 256 * MiB
-    # Descriptors per process (the grader's 20,000 were inherited): each socket or pipe may hold
-    # kernel buffers that no process maps. torch.distributed and IPython run with far fewer.
-    max_open_files: int = 1024
-    root_dir: str = ""  # an empty host folder to build the new root on (made if missing)
-    hostname: str = "sandbox"
-
-
-def python_paths() -> list[str]:
-    """The folders this Python needs: its prefixes, and the folders on sys.path that are part
-    of the installation (inside a prefix, or a site-packages folder). Not the rest of sys.path:
-    `python -m` puts the folder it was started from first, and PYTHONPATH may name any folder
-    of the grader's (a class's submissions, a home folder); a notebook needs none of them."""
-    import site
-
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                               sys.base_exec_prefix)} - {"/"}
-    sites = set()
-    try:
-        sites |= {os.path.realpath(p) for p in site.getsitepackages()}
-        sites.add(os.path.realpath(site.getusersitepackages()))
-    except AttributeError:  # pragma: no cover (a virtualenv's old site.py)
-        pass
-
-    def installed(path: str) -> bool:
-        real = os.path.realpath(path)
-        return real in sites or any(real == p or real.startswith(p + os.sep) for p in prefixes)
-
-    paths = set(prefixes)
-    paths |= {p for p in sys.path if p and os.path.isdir(p) and installed(p)}
-    return sorted(paths)
-
-
-_SYSTEM = ["/usr", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-           "/etc/fonts", "/etc/localtime", "/etc/nsswitch.conf", "/etc/mime.types",
-           "/etc/ssl/certs", "/etc/alternatives"]
 # The sandbox's own accounts, never the machine's (on the class hub, its students' names).
 _ACCOUNTS = {"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                       f"student:x:{INSIDE_UID}:{INSIDE_UID}:student:/home/student:/bin/sh\n"
+                       f"{USER}:x:{INSIDE_UID}:{INSIDE_UID}:{USER}:{HOME}:/bin/sh\n"
                        f"nobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/usr/sbin/nologin\n",
-             "group": f"root:x:0:\nstudent:x:{INSIDE_UID}:\nnogroup:x:{NOBODY}:\n"}
-_DEVICES = ["null", "zero", "full", "random", "urandom"]
+             "group": f"root:x:0:\n{USER}:x:{INSIDE_UID}:\nnogroup:x:{NOBODY}:\n"}
 
 
 def check_available() -> str | None:
@@ -137,7 +85,7 @@ def check_available() -> str | None:
             os.dup2(devnull, 2)
             if simulated:
                 os._exit(1)
-            confine(Policy(root_dir=root, memory_limit=0))
+            confine(SandboxPolicy(memory_limit=0), root)
             code = 0 if os.getuid() == INSIDE_UID and os.path.isdir("/proc/self") else 1
         except BaseException:  # noqa: BLE001
             code = 1
@@ -211,9 +159,11 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
     libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
-def confine(policy: Policy, cgroup: Cgroup | None = None,
-            diag_channel: int | None = None) -> None:
-    """Confine this freshly forked, single-threaded process (see the module's doc). Returns
+def confine(policy: SandboxPolicy, root_dir: str, files_from: str | None = None,
+            cgroup: Cgroup | None = None, diag_channel: int | None = None) -> None:
+    """Confine this freshly forked, single-threaded process (see the module's doc) by
+    `policy`, its new root built in the empty host folder `root_dir` (made if missing), its
+    working folder a copy of the files of `files_from` (a host folder) if given. Returns
     in the confined process (the child of PID 1 of its namespace); the calling process never
     returns: it waits and exits with the confined process's status.
 
@@ -237,7 +187,7 @@ def confine(policy: Policy, cgroup: Cgroup | None = None,
         write("/proc/self/uid_map", f"0 {uid} 1")
         write("/proc/self/gid_map", f"0 {gid} 1")
         owner = 0
-    _build_root(policy, owner)
+    _build_root(policy, root_dir, files_from, owner)
     if uid == 0:  # never run a notebook as root, in any namespace: become nobody first
         os.setgroups([])
         os.setresgid(NOBODY, NOBODY, NOBODY)
@@ -270,7 +220,7 @@ def confine(policy: Policy, cgroup: Cgroup | None = None,
     if select.select([alive_r], [], [], 0)[0]:  # C1 is already gone
         os._exit(70)
     try:
-        _enter_root(policy)
+        _enter_root(policy, root_dir)
     except BaseException as err:  # noqa: BLE001
         os.write(2, f"sandbox: {err}\n".encode())
         os._exit(71)
@@ -291,7 +241,7 @@ def confine(policy: Policy, cgroup: Cgroup | None = None,
     os.close(alive_r)
     die_with_parent()
     try:
-        _limit(policy)
+        _limit(policy, cgroup is not None)
         _drop_privileges()
         new_session_keyring()
         install_seccomp(keep_sigchld=cgroup is None)
@@ -366,16 +316,17 @@ def _copy_tree(source: str, target: str) -> None:
             _copy_tree(path, os.path.join(target, name))
 
 
-def _build_root(policy: Policy, owner: int) -> None:
-    """The new root's tree at policy.root_dir, in this process's (new) mount namespace."""
-    root = policy.root_dir or "/tmp"
+def _build_root(policy: SandboxPolicy, root: str, files_from: str | None, owner: int) -> None:
+    """The new root's tree at `root`, in this process's (new) mount namespace."""
     mount("none", "/", None, MS_REC | MS_PRIVATE)
     mount("sandbox-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
     size = f"size={max(policy.tmp_bytes, 1 << 20)},mode=1777"
-    for folder in ("/tmp", policy.home):
+    for folder in policy.tmpfs:
+        if folder.startswith("/dev/"):
+            continue  # made once /dev is
         os.makedirs(root + folder, exist_ok=True)
         mount("tmpfs", root + folder, "tmpfs", MS_NOSUID | MS_NODEV, size)
-    for path in _SYSTEM + sorted(set(policy.readonly)):
+    for path in list(policy.system) + sorted(set(policy.readonly)):
         if not os.path.exists(path):
             continue
         real = os.path.realpath(path)
@@ -392,16 +343,18 @@ def _build_root(policy: Policy, owner: int) -> None:
         with open(f"{root}/etc/{name}", "w") as handle:
             handle.write(text)
     os.makedirs(root + "/dev", exist_ok=True)
-    for name in _DEVICES:
+    for name in policy.devices:
         _bind(f"/dev/{name}", f"{root}/dev/{name}", readonly=False)
-    os.makedirs(root + "/dev/shm", exist_ok=True)
-    mount("tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, size)
+    for folder in policy.tmpfs:
+        if folder.startswith("/dev/"):
+            os.makedirs(root + folder, exist_ok=True)
+            mount("tmpfs", root + folder, "tmpfs", MS_NOSUID | MS_NODEV, size)
     os.symlink("/proc/self/fd", root + "/dev/fd")
     for number, name in enumerate(("stdin", "stdout", "stderr")):
         os.symlink(f"/proc/self/fd/{number}", f"{root}/dev/{name}")
     os.makedirs(root + policy.workdir, exist_ok=True)
-    if policy.files_from and os.path.isdir(policy.files_from):
-        _copy_tree(policy.files_from, root + policy.workdir)
+    if files_from and os.path.isdir(files_from):
+        _copy_tree(files_from, root + policy.workdir)
     for dirpath, _, filenames in os.walk(root + policy.home):
         os.chown(dirpath, owner, owner)
         for name in filenames:
@@ -410,9 +363,8 @@ def _build_root(policy: Policy, owner: int) -> None:
     os.makedirs(root + "/.old-root", exist_ok=True)
 
 
-def _enter_root(policy: Policy) -> None:
+def _enter_root(policy: SandboxPolicy, root: str) -> None:
     """In the confined process: its own /proc, then the new root; the old one detached."""
-    root = policy.root_dir or "/tmp"
     # A mount made in a more privileged namespace is locked here, and pivot_root refuses a
     # locked new root: bind the tree onto itself (its mounts inside stay locked).
     mount(root, root, None, MS_BIND | MS_REC)
@@ -432,9 +384,10 @@ def _enter_root(policy: Policy) -> None:
     os.chdir(policy.workdir)
 
 
-def _limit(policy: Policy) -> None:
-    if policy.memory_limit > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (policy.memory_limit, policy.memory_limit))
+def _limit(policy: SandboxPolicy, cgroup: bool) -> None:
+    address_space = policy.address_space(cgroup)
+    if address_space > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     resource.setrlimit(resource.RLIMIT_NPROC, (policy.max_processes, policy.max_processes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (policy.max_file_bytes, policy.max_file_bytes))

@@ -7,11 +7,10 @@ import os
 import signal
 import socket
 
+from autograder.sandbox.policy import SandboxPolicy
 from autograder.sandbox.sockets import queued_bytes, receive_diag_socket
 from autograder.sandbox.syscalls import write
-
-GiB = 1 << 30
-MiB = 1 << 20
+from autograder.units import format_memory
 
 
 # --------------------------------------------------------------------------------------------
@@ -280,14 +279,17 @@ def weaker_limits(memory_limit: int) -> str | None:
     than asked, and how to get full ones."""
     if Cgroup.base() is not None:
         return None
-    limit = f"{memory_limit / GiB:g} GiB" if memory_limit > 0 else "no limit"
+    policy = SandboxPolicy(memory_limit=memory_limit)
+    limit = format_memory(memory_limit)
+    files = format_memory(policy.tmp_bytes * len(policy.tmpfs))
     return ("WARNING: limits are weaker than asked. This account cannot create cgroups, so "
             "no kernel limit holds each notebook's processes together. Instead the grader reads "
             "the memory and CPU time of every process of a notebook from /proc every "
             f"{TREE_POLL_SECONDS} s and stops it past the memory limit ({limit}) or its cells' "
             "time: a peak shorter than that can pass (each process is still held to the limit "
-            "in address space), files it writes into its tmpfs folders (up to 768 MiB) and the "
-            "kernel's buffers of its pipes (at most 1024 descriptors per process) are not "
+            f"in address space), files it writes into its tmpfs folders (up to {files}) and the "
+            f"kernel's buffers of its pipes (at most {policy.max_open_files} descriptors per "
+            "process) are not "
             "counted (its sockets' queues are), memfds and System V shared memory and message queues are refused "
             "(nothing would count them), and its processes are counted by their user namespace "
             "(RLIMIT_NPROC). "

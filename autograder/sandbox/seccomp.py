@@ -44,6 +44,10 @@ _UNCOUNTED = {"x86_64": {"memfd_create": 319, "shmget": 29, "msgget": 68},
 # ...) fails with EAFNOSUPPORT.
 _SOCKET_CALLS = {"x86_64": (41, 53), "aarch64": (198, 199)}
 AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
+# The same by name, for the sandbox's policy (`autograder.sandbox.policy`), which prints them.
+DENIED_CALLS = tuple(sorted(_DENIED["x86_64"]))
+UNCOUNTED_CALLS = tuple(sorted(_UNCOUNTED["x86_64"]))
+SOCKET_FAMILIES = ("AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK")
 _CLONE = {"x86_64": 56, "aarch64": 220}
 _CLONE3 = 435
 _RT_SIGACTION = {"x86_64": 13, "aarch64": 134}

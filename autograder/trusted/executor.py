@@ -15,8 +15,10 @@ them here, and each test cell's outputs are replaced by the verdict, which is wh
 scores.
 
 `ForkedExecute` is the nbgrader preprocessor that replaces nbgrader's `Execute` in
-`Autograde.autograde_preprocessors`; everything else in autograding stays nbgrader's. What it
-established (status, reason, timings, checks) goes to the `RunOutcome` it was given.
+`Autograde.autograde_preprocessors`; everything else in autograding stays nbgrader's. It runs in
+the worker's `GradingSession` (`autograder.trusted.session`: the runner host, the lessons, their
+reference outcomes), and what it established (status, reason, timings, checks) goes to the
+`RunOutcome` it was given.
 """
 
 from __future__ import annotations
@@ -28,16 +30,17 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 from nbformat import NotebookNode, from_dict
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Integer
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from coursekit.notebook import exercise_of
 
+from autograder.nbgrader_glue import cells as cells_
+from autograder.sandbox.policy import SandboxPolicy
 from autograder.text import one_line
 from autograder.trusted.messages import collect
 from autograder.trusted.notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME, checks_stopped,
@@ -47,9 +50,9 @@ from autograder.trusted.notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME,
 from autograder.trusted.outputs import MAX_KEPT_OUTPUT_BYTES, within
 from autograder.trusted.payload import Payload
 from autograder.trusted.run import Run
-from autograder.trusted.seeds import course_secret, scenario_seed, submission_digest
+from autograder.trusted.seeds import course_secret, scenario_seed
 from autograder.trusted.sources import Lesson, lesson_files, prologue_end, strip_hidden
-from autograder.trusted.status import GiB, RunOutcome, Stop, run_status
+from autograder.trusted.status import RunOutcome, Stop, run_status
 from autograder.trusted.outcomes import (Outcome, ReportError, ScenarioBroken, ScenarioRun,
                                          read_outcome)
 from autograder.trusted.verdicts import judge_exercise
@@ -183,67 +186,31 @@ class ForkedExecute(NbGraderPreprocessor):
     """nbgrader's Execute step: the notebook runs confined, forked from the runner host, and
     each test cell's outputs become the trusted verdict on its exercise."""
 
-    timeout = Integer(60, help="Seconds a cell may run.").tag(config=True)
-    notebook_timeout = Integer(600, help="Seconds the whole notebook may run.").tag(config=True)
-    memory_limit = Integer(4 * GiB, help="Memory of the notebook's processes, in bytes "
-                                         "(0: no limit).").tag(config=True)
     max_lines = Integer(1000, help="Lines of a cell's stream output kept.").tag(config=True)
-    threads = Integer(1, help="Threads for torch and OpenMP in the notebook.").tag(config=True)
     share_prologue = Bool(True, help="Run the lesson's unchanged worked examples once for all "
                                      "notebooks that have them.").tag(config=True)
-    sandbox = Bool(True, help="Confine each notebook (namespaces, cgroup).").tag(config=True)
-    course_root = Unicode("", help="The course root (scenarios/, solutions/).").tag(config=True)
 
-    # Kept for the worker's lifetime: its runner host, the lessons, their reference outcomes.
-    _host: Host | None = None
-    preload: list[str] = []
-    _lessons: dict[str, Lesson] = {}
-    _references = References()
-    _students: dict[str, dict[str, str]] = {}
-
-    def __init__(self, outcome: RunOutcome | None = None, **kwargs: Any) -> None:
+    def __init__(self, session=None, outcome: RunOutcome | None = None, **kwargs: Any) -> None:
+        """`session`: the worker's `autograder.trusted.session.GradingSession` (required)."""
         super().__init__(**kwargs)
+        if session is None:
+            raise TypeError("ForkedExecute runs a notebook in a grading worker's session: "
+                            "pass session=GradingSession(...) (autograder.trusted.session)")
+        self.session = session
         self.outcome = outcome if outcome is not None else RunOutcome()
-
-    @classmethod
-    def set_class(cls, students: dict[str, dict[str, str]]) -> None:
-        """The students of each lesson in this run, each with the digest of the submission
-        graded (`submission_digest`): reference outcomes are computed for all of them at once.
-        The student about to be graded is always among them."""
-        cls._students = {lesson: dict(ids) for lesson, ids in students.items()}
-
-    def submission(self, lesson: str, student: str, cells: list[tuple[int, str]]) -> str:
-        """The digest of the student's submission as the class run read it; graded outside
-        one (nbgrader itself), that of the cells run."""
-        known = self._students.get(lesson, {}).get(student)
-        return known if known else submission_digest(json.dumps(cells).encode())
-
-    def host(self) -> Host:
-        cls = type(self)
-        if cls._host is None:
-            cls._host = Host(host_config(self.memory_limit, self.threads, self.sandbox,
-                                         cls.preload))
-            cls._host.start()
-        return cls._host
-
-    def lesson(self, name: str) -> Lesson:
-        cls = type(self)
-        if name not in cls._lessons:
-            cls._lessons[name] = Lesson.load(Path(self.course_root), name)
-        return cls._lessons[name]
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
         info = resources.get("nbgrader", {})
         name, student = info.get("assignment", ""), info.get("student", "")
-        root = Path(self.course_root)
-        lesson = self.lesson(name)
+        session, policy = self.session, self.session.policy
+        root = session.course_root
+        lesson = session.lesson(name)
         secret = course_secret(root)
         cells = []
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            source = strip_hidden(cell.source) if meta.get("grade") else cell.source
+            source = strip_hidden(cell.source) if cells_.is_graded(cell) else cell.source
             if source.strip():
                 cells.append((index, source))
         cells, skipped = lesson.graded_cells(nb, cells)
@@ -254,25 +221,26 @@ class ForkedExecute(NbGraderPreprocessor):
         end = prologue_end(nb)
         prologue = [source for index, source in cells if index < end]
         shared = self.share_prologue and prologue and prologue == lesson.prologue
-        digest = self.submission(name, student, cells)
+        digest = session.submission(name, student, cells)
         runs = lesson.runs(secret, student, digest)
         visible = {s.name for s in lesson.scenarios if s.visible}
         # The hidden runs' seeds reach the notebook only after it has reported the visible
         # runs' outcomes (whose found values its feedback quotes).
         request = {"cells": cells, "prologue": len(prologue) if shared else 0,
-                   "timeout": self.timeout, "max_lines": self.max_lines,
+                   "timeout": policy.cell_seconds, "max_lines": self.max_lines,
                    "files_from": lesson_files(root, name),
                    "observe": {"source": lesson.student_source, "filename": "<scenarios>",
                                "runs": [r for r in runs if r[0] in visible],
                                "later": [r for r in runs if r[0] not in visible],
                                "mistakes": False} if lesson.scenarios else None}
-        host = self.host()
-        run = host.run(request, timeout=self.timeout, budget=self.notebook_timeout)
+        run = session.host().run(request, timeout=policy.cell_seconds,
+                                 budget=policy.notebook_seconds)
         stops = self._apply(nb, cells, run)
         for index in skipped:
             nb.cells[index].outputs = [from_dict(not_graded_output())]
         checks = self._verdicts(nb, lesson, student, digest, secret, run, stops)
-        found = run_status(nb, stops, died_detail(run), self.timeout, self.memory_limit)
+        found = run_status(nb, stops, died_detail(run), policy.cell_seconds,
+                           policy.memory_limit)
         outcome = self.outcome
         outcome.status, outcome.reason = found or ("graded", "")
         outcome.cell_seconds, outcome.shared_seconds = run.cell_seconds, run.shared_seconds
@@ -294,11 +262,11 @@ class ForkedExecute(NbGraderPreprocessor):
                 cell.outputs = [from_dict(o) for o in kept]
                 cell.execution_count = done["execution_count"]
                 if run.cell == index and run.outcome == "timeout":
-                    cell.outputs.append(from_dict(timeout_output(self.timeout)))
+                    cell.outputs.append(from_dict(timeout_output(self.session.policy.cell_seconds)))
                     stops.append(Stop(index, kind="timeout"))
                 continue
             if not stopped and run.cell == index and run.outcome in ("timeout", "oom", "died"):
-                notes = {"timeout": timeout_output(self.timeout), "oom": oom_output(),
+                notes = {"timeout": timeout_output(self.session.policy.cell_seconds), "oom": oom_output(),
                          "died": died_output(run)}
                 cell.outputs = [from_dict(notes[run.outcome])]
                 stops.append(Stop(index, kind=run.outcome))
@@ -315,22 +283,24 @@ class ForkedExecute(NbGraderPreprocessor):
         of a stop there kept in front); `stops` loses the notes replaced, and gains the note of
         checking stopped. Returns the checks' rows."""
         rows: list[dict] = []
-        tests = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
-                 and c.get("metadata", {}).get("nbgrader", {}).get("grade")
-                 and not c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+        session = self.session
+        tests = [(i, c) for i, c in enumerate(nb.cells)
+                 if c.cell_type == "code" and cells_.is_test(c)]
         if not tests:
             return rows
         outcomes = run.outcomes if isinstance(run.outcomes, dict) else {}
         stopped = checks_stopped(run)
         if lesson.scenarios:
-            everyone = dict(self._students.get(lesson.name, {}), **{student: digest})
+            everyone = dict(session.classmates.get(lesson.name, {}), **{student: digest})
             runs = [r for who in sorted(everyone) for r in lesson.runs(secret, who,
                                                                         everyone[who])]
-            self._references.ensure(self.host(), lesson, runs, timeout=self.timeout,
-                                    budget=self.notebook_timeout, max_lines=self.max_lines)
+            session.references.ensure(session.host(), lesson, runs,
+                                      timeout=session.policy.cell_seconds,
+                                      budget=session.policy.notebook_seconds,
+                                      max_lines=self.max_lines)
         mistakes = list(enumerate(lesson.mistakes))
         for index, cell in tests:
-            grade_id = cell.metadata["nbgrader"].get("grade_id", "")
+            grade_id = cells_.labels(cell).get("grade_id", "")
             exercise = exercise_of(grade_id) or grade_id
             scenarios = lesson.for_exercise(exercise)
             judged: list[ScenarioRun] = []
@@ -338,11 +308,11 @@ class ForkedExecute(NbGraderPreprocessor):
                 seed = 0 if scenario.visible else scenario_seed(secret, student, exercise,
                                                                 scenario.name, digest)
                 key = f"{scenario.name}/{seed}"
-                reference = read_outcome(self._references.get(lesson.name, key))
+                reference = read_outcome(session.references.get(lesson.name, key))
                 wrong = []
                 for i, known in mistakes:
                     if known.exercise == exercise:
-                        raw = self._references.get(lesson.name, f"{key}/mistake/{i}")
+                        raw = session.references.get(lesson.name, f"{key}/mistake/{i}")
                         wrong.append((known, None if raw is None else read_outcome(raw)))
                 if run.outcomes is None:
                     student_outcome = Outcome(stopped=CHECKS_STOPPED[stopped] if stopped else (
@@ -370,24 +340,11 @@ class ForkedExecute(NbGraderPreprocessor):
         return rows
 
 
-def host_config(memory_limit: int, threads: int, sandbox: bool,
-                preload: list[str] = ()) -> dict:
-    """What the runner host needs: limits, the modules to import once, the folders its
-    notebooks may read (this Python's environment and the course's shared package)."""
-    import coursekit
-    from autograder.sandbox.confine import python_paths
-    readonly = python_paths() + [str(Path(coursekit.__file__).resolve().parent)]
-    course_parent = str(Path(coursekit.__file__).resolve().parent.parent)
-    # The course root itself is on sys.path when the grader runs from it: never expose it.
-    readonly = [p for p in readonly if os.path.realpath(p) != os.path.realpath(course_parent)]
-    return {"memory_limit": memory_limit, "threads": max(1, threads), "sandbox": sandbox,
-            "readonly": readonly, "max_processes": 64,
+def host_config(policy: SandboxPolicy, preload: list[str] = ()) -> dict:
+    """What the runner host needs: the sandbox's policy (limits, the folders its notebooks may
+    read: this Python's environment and the course's shared package), the modules to import
+    once."""
+    return {"policy": policy.to_dict(),
             "preload": list(dict.fromkeys(["torch", "numpy", "matplotlib.pyplot", "coursekit",
                                            "coursekit.checks", "coursekit.scenarios",
                                            *preload]))}
-
-
-def shutdown() -> None:
-    if ForkedExecute._host is not None:
-        ForkedExecute._host.stop()
-        ForkedExecute._host = None

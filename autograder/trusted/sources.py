@@ -15,6 +15,7 @@ from pathlib import Path
 
 from nbformat import NotebookNode
 
+from autograder.nbgrader_glue import cells as cells_
 from autograder.trusted.seeds import scenario_seed
 
 # nbgrader's rule (ClearHiddenTests): a line that holds the begin delimiter starts a hidden
@@ -50,7 +51,7 @@ class Lesson:
         end, last = prologue_end(nb), last_test(nb)
         cells = [(i, c.source) for i, c in enumerate(nb.cells)
                  if c.cell_type == "code" and c.source.strip() and i < last
-                 and not c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+                 and not cells_.is_graded(c)]
         prologue = [c.source for c in nb.cells[:end] if c.cell_type == "code"
                     and c.source.strip()]
         epilogue = frozenset(c.source for c in nb.cells[last + 1:]
@@ -154,17 +155,14 @@ def _strip_docstrings(tree: ast.Module) -> None:
 def last_test(nb: NotebookNode) -> int:
     """The index of the notebook's last test cell (nbgrader's graded cells that are not
     answers), or the notebook's length when it has none: nothing comes after it."""
-    tests = [i for i, c in enumerate(nb.cells)
-             if c.get("metadata", {}).get("nbgrader", {}).get("grade")
-             and not c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    tests = [i for i, c in enumerate(nb.cells) if cells_.is_test(c)]
     return tests[-1] if tests else len(nb.cells)
 
 
 def prologue_end(nb: NotebookNode) -> int:
     """Index of the notebook's first exercise cell (answer or test): the prologue ends there."""
     for index, cell in enumerate(nb.cells):
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("solution") or meta.get("grade"):
+        if cells_.is_exercise(cell):
             return index
     return len(nb.cells)
 

@@ -4,7 +4,7 @@ With the fork engine the status comes from the grader's own record of the run: t
 wrote into the notebook, each kept as data beside the note (`Stop`), and handed back in a
 `RunOutcome`; nothing is read back from the notebook's text, where a notebook could have
 written anything. (Only `--engine nbgrader`, which has no such record, reads the status from
-the autograded notebook: `autograder.trusted.autograde.verdict`.)
+the autograded notebook: `autograder.dispatch.nbgrader_engine.verdict`.)
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from nbformat import NotebookNode
 
 from autograder.trusted.notes import CHECKS_STOPPED, checks_stopped_text
+from autograder.nbgrader_glue import cells
+from autograder.units import GiB
 
-GiB = 1 << 30
 REVIEW = " The notebook scores 0; your instructor can review it."
 
 
@@ -52,7 +53,7 @@ def where(nb: NotebookNode, index: int) -> str:
     id or its first line."""
     number = sum(1 for cell in nb.cells[: index + 1] if cell.cell_type == "code")
     cell = nb.cells[index]
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    grade_id = cells.labels(cell).get("grade_id")
     if grade_id:
         return f"Code cell {number} ({grade_id})"
     first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")

@@ -18,8 +18,6 @@ VENV_BIN = REPO_ROOT / ".venv" / "bin"
 PROXY = HUB_DIR / "node_modules" / ".bin" / "configurable-http-proxy"
 # Names a hub user may have: they become system account names (useradd's rule, 32 characters).
 USERNAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
-_UNITS = {"": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 class ConfigError(ValueError):
@@ -98,16 +96,18 @@ class ClassSettings:
 
 
 def memory_bytes(text: str | int, where: str) -> int:
-    """'4G', '512M', '1.5GiB' or 0 in bytes."""
+    """'4G', '512M', '1.5GiB' or 0 in bytes, read as the grading command reads its
+    --memory-limit (`autograder.units.parse_memory`)."""
+    from autograder.units import parse_memory
+
     if isinstance(text, int) and not isinstance(text, bool):
         if text == 0:
             return 0
         raise ConfigError(f"{where}: write the memory limit with a unit, e.g. \"4G\" (got {text})")
-    match = _MEMORY.match(str(text))
-    if not match:
-        raise ConfigError(f"{where}: {text!r} is not a memory size; write e.g. \"4G\", \"512M\" "
-                          "or \"0\" for no limit")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    try:
+        return parse_memory(text)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
 
 
 def _names(table: dict, key: str, where: str) -> tuple[str, ...]:
