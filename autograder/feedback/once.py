@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 
 from nbformat import NotebookNode
-from nbgrader import utils
+
+from autograder.nbgrader_glue import cells
 
 from autograder.trusted.notes import (CHECK_ENAME, NOT_RUN_ENAME, WITHHELD_NOTE, ansi_red,
                                       not_graded_output)
@@ -45,7 +46,7 @@ def say_once(nb: NotebookNode) -> NotebookNode:
                 if seen_not_graded:
                     output.text = NOT_GRADED_AGAIN
                 seen_not_graded = True
-            elif kind == "stream" and _SUMMARY.match(text) and utils.is_grade(cell):
+            elif kind == "stream" and _SUMMARY.match(text) and cells.is_graded(cell):
                 output.text, said = _verdict_once(text, hints, seen_withheld)
                 seen_withheld = seen_withheld or WITHHELD_NOTE in text
                 _error_once(cell, said)
