@@ -19,7 +19,6 @@ import re
 from nbformat import NotebookNode
 
 from autograder.nbgrader_glue import cells
-
 from autograder.trusted.notes import (CHECK_ENAME, NOT_RUN_ENAME, WITHHELD_NOTE, ansi_red,
                                       not_graded_output)
 
