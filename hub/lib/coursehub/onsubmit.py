@@ -56,12 +56,15 @@ TRIES = 2  # a failed step is tried once more, then reported
 NEXT_STEP = {"collect": "grade", "grade": "release", "feedback": "release", "release": None}
 
 
-def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
+def work(queue: Queue, entry: Entry, steps, clock=time.time, changed=None) -> None:
     """Run `entry`'s remaining steps, saving the queue after each; a step that fails is tried
     once more (at its next turn), then the submission is marked failed. Its grading is shared
     with the other collected submissions of its lesson (Queue.batch_of, Steps.grade_many) when
     `steps` can grade several; each then goes on alone. A grading's start and length are kept:
-    what the student's hourly limits count."""
+    what the student's hourly limits count. `changed()` is called each time the queue is saved,
+    as a step starts and as it ends, so that the students are told then (a grading that
+    begins: "being graded now"), not only when `entry` is done."""
+    saved = queue.save if changed is None else lambda: (queue.save(), changed())
     while entry.status in (PENDING, WAITING):
         batch = queue.batch_of(entry) if hasattr(steps, "grade_many") else [entry]
         began = clock()
@@ -69,7 +72,7 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
             one.status = WORKING
             if one.step == "grade":
                 one.started = began
-        queue.save()
+        saved()
         before = {one.name: one.seconds for one in batch}
         if len(batch) > 1:
             errors = steps.grade_many(batch, began)
@@ -91,7 +94,7 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
             _advance(one, errors[one.name])
             if collecting and one.step == "grade":
                 one.collected_at = clock()
-        queue.save()
+        saved()
         if errors[entry.name] or entry.status != PENDING or entry.step == "grade":
             return  # collected: the others ready are collected too, then graded with it
 
@@ -231,7 +234,7 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
             queue.save()
         if entry is not None:
             tries = {e.name: e.failures for e in queue.entries if e.status in (PENDING, WORKING)}
-            work(queue, entry, steps)
+            work(queue, entry, steps, changed=lambda: publish(queue, settings, written))
             if stopping:  # stopped half-way: those steps run again, and no try is spent
                 for one in queue.entries:
                     if one.name in tries and one.status not in (DONE, SUPERSEDED):
