@@ -233,6 +233,14 @@ def test_the_start_page_shows_the_student_their_submissions(tmp_path):
         "submissions of yours an hour; this one joins the grading queue at 2027-01-15 09:00:00 " \
         "UTC |" in page
     assert "## Your submissions" not in start_page(home, outbound, COURSE_ROOT)
+    # Its lesson's row says it too: the table is what the page shows first (the newcomer's
+    # students read "not started" there while their submission was graded).
+    (outbound / L1).mkdir()
+    shutil.copy(COURSE_ROOT / "notebooks" / L1 / f"{L1}.ipynb", outbound / L1)
+    row = next(line for line in start_page(home, outbound, COURSE_ROOT, status).splitlines()
+               if line.startswith("| 01 |"))
+    assert "| released: **Fetch** it; your submission: graded: 9 / 9; click Fetch Feedback " \
+        "in the Assignments tab (this score counts the hidden checks too" in row, row
 
 
 def test_students_are_told_as_their_grading_starts_not_only_once_it_is_done(tmp_path):
