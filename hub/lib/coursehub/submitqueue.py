@@ -214,12 +214,26 @@ class Queue:
                    default=None)
 
     def batch_of(self, entry: Entry) -> list[Entry]:
-        """`entry` and the other collected submissions of its lesson, graded with it."""
-        if entry.step != "grade":
+        """`entry` and the other submissions of its lesson that its step takes with it: the
+        collected ones graded with it; the graded ones whose feedback is released with it;
+        the ones ready to collect (as next_ready left them: not waiting, and no copy of that
+        student's lesson in use), one per student, so that the per-hour limit, which counts a
+        collected submission as graded, sees each student's one before their next."""
+        if entry.step not in ("collect", "grade", "release"):
             return [entry]
-        others = [e for e in self.entries if e.step == "grade" and e.status == PENDING and
-                  e.lesson == entry.lesson and e is not entry]
-        return [entry, *others][:GRADE_BATCH]
+        busy = {(e.student, e.lesson) for e in self.entries
+                if e.status in (PENDING, WORKING) and e.step != "collect"}
+        batch, students = [entry], {entry.student}
+        for e in sorted(self.entries, key=lambda e: (e.seen, e.name)):
+            if e is entry or e.step != entry.step or e.status != PENDING or \
+                    e.lesson != entry.lesson or len(batch) >= GRADE_BATCH:
+                continue
+            if entry.step == "collect" and (e.student in students or
+                                            (e.student, e.lesson) in busy):
+                continue
+            batch.append(e)
+            students.add(e.student)
+        return batch
 
     def past_deadline(self, now: float, limits: OnSubmit) -> list[Entry]:
         """Graded submissions whose feedback held the hidden checks back and whose lesson's
