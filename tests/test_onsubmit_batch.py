@@ -100,6 +100,33 @@ def test_a_rush_is_collected_and_released_by_one_process_per_batch_not_one_per_s
                                ("release", ones), ("grade", [also]), ("release", [also])]
 
 
+def test_submissions_that_come_while_a_collect_runs_wait_for_the_next_batch(tmp_path):
+    """A collect takes everything ready when it begins; what comes meanwhile is collected
+    after the grading of what it took (else a slow collect at a rush, which finds new
+    submissions each time, held the grading back for the whole collect window: the
+    benchmark's first batch waited for 16)."""
+    from coursehub.onsubmit import work
+
+    queue, limits = Queue(tmp_path / "q.json"), OnSubmit(enabled=True)
+    ann, bob, cat = name("ann", L1, 1), name("bob", L1, 2), name("cat", L1, 3)
+    clock = [T0]
+
+    class Slow(Processes):
+        def _many(self, step, entries, now):
+            if step == "collect":  # a collect that takes 10 s; bob and cat submit meanwhile
+                clock[0] += 10
+                queue.observe(mine(ann, bob, cat), clock[0])
+            return super()._many(step, entries, now)
+
+    steps = Slow()
+    queue.observe(mine(ann), T0)
+    while (entry := queue.next_ready(clock[0], limits)) is not None:
+        work(queue, entry, steps, clock=lambda: clock[0])
+    assert steps.processes[:4] == [("collect", [ann]), ("grade", [ann]), ("release", [ann]),
+                                   ("collect", [bob, cat])], steps.processes
+    assert {e.status for e in queue.entries} == {DONE}
+
+
 def test_a_submission_that_comes_while_its_earlier_one_is_collected_waits_for_it(tmp_path):
     """Its collected copy is in use: the newer one is collected only after the earlier is
     graded and released (never graded under the earlier one's name)."""

@@ -73,6 +73,8 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time, changed=None) -> No
         many = getattr(steps, f"{entry.step}_many", None)  # collect, grade, release
         batch = queue.batch_of(entry) if many is not None else [entry]
         began = clock()
+        if entry.step == "collect":
+            queue.collect_began = began
         for one in batch:
             one.status = WORKING
             if one.step == "grade":

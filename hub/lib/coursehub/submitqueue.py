@@ -94,6 +94,9 @@ class Queue:
     path: Path
     entries: list[Entry] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
+    # When the last collect began (not saved): what was ready then, it took, or took a
+    # classmate's submission of the same lesson and the rest waits its turn.
+    collect_began: float = float("-inf")
 
     @classmethod
     def load(cls, path: Path) -> "Queue":
@@ -205,7 +208,12 @@ class Queue:
         collected = [e for e in in_progress if e.status == PENDING]
         waited = [now - (e.collected_at if e.collected_at is not None else -HOUR)
                   for e in collected]
-        if collected and (len(collected) >= GRADE_BATCH or not ready or
+        # Only latecomers ready (they came while the last collect ran, which took all that
+        # was ready when it began): grade what it collected first; they are collected with
+        # the next batch (else a slow collect that finds new ones each time would hold the
+        # grading back for COLLECT_WINDOW).
+        latecomers = all(e.seen > self.collect_began for e in ready)
+        if collected and (len(collected) >= GRADE_BATCH or not ready or latecomers or
                           max(waited) >= COLLECT_WINDOW):
             return collected[0]
         if not ready and not in_progress:
