@@ -7,11 +7,11 @@ Runs the service's own queue and loop (coursehub.onsubmit: the fair queue, the b
 look at inbound while a step runs) with its real grading step (Steps.grade_many: each batch's
 `grade` command run by the resident grader, kept warm from batch to batch, as the account
 `nobody`, sandbox on, on a course folder of real files and a real gradebook under /tmp). Student i's submission (the lesson's solution) arrives at
-i × WINDOW / N seconds. Collect and release are not run here (they need the hub's accounts
-and exchange): a submission is put where collect puts it when the service collects it, and its
-feedback counts as released when its grading is done and its turn to be released comes. Each
-nbgrader collect and release_feedback on the hub adds its own start-up (about 2 s on this
-machine) per submission, on top of the figures printed.
+i × WINDOW / N seconds. Collect and release run their real process, one per batch (its
+start-up, nbgrader's API and the course's configuration), but move no file: there are no hub
+accounts or exchange here. A submission is put where collect puts it when the service collects
+it, and its feedback counts as released when that process ends; the copying itself, a few
+milliseconds a submission, is not counted.
 
 Prints each batch (its size and seconds), then
 
@@ -74,15 +74,23 @@ class RushSteps(Steps):
         self.lesson, self.released, self.batches = lesson, released, []
 
     def collect(self, entry, now):
-        folder = self.settings.course_dir / "submitted" / entry.student / entry.lesson
-        folder.mkdir(parents=True, exist_ok=True)
-        notebook = folder / f"{entry.lesson}.ipynb"
-        shutil.copy(REPO / "solutions" / entry.lesson / f"{entry.lesson}.ipynb", notebook)
-        (folder / "timestamp.txt").write_text(time.strftime("%Y-%m-%d %H:%M:%S.000000 UTC",
-                                                            time.gmtime()))
-        for path in (folder.parent.parent, folder.parent, folder, *folder.iterdir()):
-            os.chmod(path, 0o2770 if path.is_dir() else 0o660)
-        return ""
+        return self.collect_many([entry], now)[entry.name]
+
+    def collect_many(self, entries, now):
+        """The real step's process, one per batch (its start-up, nbgrader's API and the
+        course's configuration; there is no exchange here, so it collects nothing), then each
+        solution put where collect puts it."""
+        self._exchange("collect", entries)
+        for entry in entries:
+            folder = self.settings.course_dir / "submitted" / entry.student / entry.lesson
+            folder.mkdir(parents=True, exist_ok=True)
+            notebook = folder / f"{entry.lesson}.ipynb"
+            shutil.copy(REPO / "solutions" / entry.lesson / f"{entry.lesson}.ipynb", notebook)
+            (folder / "timestamp.txt").write_text(time.strftime(
+                "%Y-%m-%d %H:%M:%S.000000 UTC", time.gmtime()))
+            for path in (folder.parent.parent, folder.parent, folder, *folder.iterdir()):
+                os.chmod(path, 0o2770 if path.is_dir() else 0o660)
+        return {entry.name: "" for entry in entries}
 
     def grade_many(self, entries, now):
         began = time.monotonic()
@@ -94,8 +102,14 @@ class RushSteps(Steps):
         return errors
 
     def release(self, entry, now):
-        self.released[entry.name] = time.time()
-        return ""
+        return self.release_many([entry], now)[entry.name]
+
+    def release_many(self, entries, now):
+        """The real step's process, one per batch (nothing to release here); then the time."""
+        self._exchange("release", entries)
+        for entry in entries:
+            self.released[entry.name] = time.time()
+        return {entry.name: "" for entry in entries}
 
 
 def main() -> int:

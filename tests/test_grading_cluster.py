@@ -223,6 +223,36 @@ def test_a_worker_killed_mid_run_loses_nothing(course, cluster):
     assert again and all(int(p.read_text()) != pid for p in again)
 
 
+def test_workers_stay_warm_from_one_grading_to_the_next(course, tls, tmp_path):
+    """Feedback on submit with `[feedback] cluster` (issue 31, 3a): each batch is a grading of
+    its own, with a new connection; the workers keep the course, their imports and runner
+    host from the earlier one (same course, same limits), and the command says so. After a
+    Generate (the course changed) they warm again."""
+    cluster = Cluster(tmp_path, tls)
+    try:
+        cluster.worker("kept", **course_env(course, "kept"))
+        cluster.wait_for_workers(1)
+        first = grade(course["submissions"], tmp_path / "first", course["root"],
+                      *cluster.grade_args())
+        second = grade(course["submissions"], tmp_path / "second", course["root"],
+                       *cluster.grade_args())
+        solution = course["root"] / "solutions" / A / f"{A}.ipynb"
+        original = solution.read_bytes()
+        solution.write_bytes(original + b"\n")  # what Generate's changes do to the digest
+        try:
+            changed = grade(course["submissions"], tmp_path / "third", course["root"],
+                            *cluster.grade_args())
+        finally:
+            solution.write_bytes(original)
+    finally:
+        cluster.stop()
+    assert "1 workers of the cluster will grade." in first.stdout, first.stdout
+    assert "1 workers of the cluster will grade (1 of them warm from an earlier grading" \
+        in second.stdout, second.stdout
+    assert "1 workers of the cluster will grade." in changed.stdout, changed.stdout
+    assert rows(tmp_path / "second") == course["local"]
+
+
 def test_the_only_worker_restarted_by_its_nanny_is_not_waited_for_for_ever(course, tls,
                                                                             tmp_path):
     hold = tmp_path / "hold"

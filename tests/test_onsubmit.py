@@ -233,6 +233,41 @@ def test_the_start_page_shows_the_student_their_submissions(tmp_path):
         "submissions of yours an hour; this one joins the grading queue at 2027-01-15 09:00:00 " \
         "UTC |" in page
     assert "## Your submissions" not in start_page(home, outbound, COURSE_ROOT)
+    # Its lesson's row says it too: the table is what the page shows first (the newcomer's
+    # students read "not started" there while their submission was graded).
+    (outbound / L1).mkdir()
+    shutil.copy(COURSE_ROOT / "notebooks" / L1 / f"{L1}.ipynb", outbound / L1)
+    row = next(line for line in start_page(home, outbound, COURSE_ROOT, status).splitlines()
+               if line.startswith("| 01 |"))
+    assert "| released: **Fetch** it; your submission: graded: 9 / 9; click Fetch Feedback " \
+        "in the Assignments tab (this score counts the hidden checks too" in row, row
+
+
+def test_students_are_told_as_their_grading_starts_not_only_once_it_is_done(tmp_path):
+    """The newcomer's class (issue 31): the students' state is published each time a step
+    starts or ends, so that while a batch is graded its students read "being graded now"
+    (they went on reading "0 ahead of you" until their feedback came)."""
+    queue, limits = Queue(tmp_path / "q.json"), OnSubmit(enabled=True)
+    ann, bob = name("ann", L1, 1), name("bob", L1, 2)
+    queue.observe(mine(ann, bob), T0)
+    published: dict[str, str] = {}
+    while_graded: dict[str, str] = {}
+
+    def publish() -> None:  # what the service writes to each student's status file
+        published.update({s: student_status(queue, s, T0)[0]["status"] for s in ("ann", "bob")})
+
+    class Watching(Recorder):
+        def grade_many(self, entries, now):
+            while_graded.update(published)
+            return super().grade_many(entries, now)
+
+    steps = Watching()
+    while (entry := queue.next_ready(T0, limits)) is not None:
+        work(queue, entry, steps, clock=lambda: T0, changed=publish)
+    assert (ann, "grade") in steps.calls and (bob, "grade") in steps.calls
+    assert while_graded == {s: "received at 2027-01-15 08:00:00 UTC, being graded now"
+                            for s in ("ann", "bob")}, while_graded
+    assert published["bob"].startswith("graded: 9 / 9; click Fetch Feedback"), published
 
 
 def test_the_class_file_reads_feedback_on_submit(tmp_path):

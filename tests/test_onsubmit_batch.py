@@ -51,6 +51,82 @@ def test_a_rush_is_collected_then_graded_together_a_lesson_at_a_time(tmp_path):
     assert sorted(n for batch in steps.batches for n in batch) == sorted(ones + twos)
 
 
+class Processes(Batches):
+    """Steps that take several submissions at each step, as Steps does: records each step's
+    process (the step and the submissions it took)."""
+
+    def __init__(self):
+        super().__init__()
+        self.processes: list[tuple[str, list[str]]] = []
+
+    def _many(self, step, entries, now):
+        self.processes.append((step, [e.name for e in entries]))
+        return {e.name: self._step(step, e, now) for e in entries}
+
+    def collect_many(self, entries, now):
+        return self._many("collect", entries, now)
+
+    def grade_many(self, entries, now):
+        self.processes.append(("grade", [e.name for e in entries]))
+        return super().grade_many(entries, now)
+
+    def release_many(self, entries, now):
+        return self._many("release", entries, now)
+
+    def collect(self, entry, now):  # a step of one submission: a process too
+        return self._many("collect", [entry], now)[entry.name]
+
+    def grade(self, entry, now):
+        return self.grade_many([entry], now)[entry.name]
+
+    def release(self, entry, now):
+        return self._many("release", [entry], now)[entry.name]
+
+
+def test_a_rush_is_collected_and_released_by_one_process_per_batch_not_one_per_submission(
+        tmp_path):
+    """The newcomer's deadline burst (issue 31): each collect and each release was a process
+    of its own, 5 to 13 s each on a busy machine, one after the other, so that they, not the
+    grading, made the last of three students wait 74 s. Each step now takes what is ready of
+    a lesson in one process; a student's second lesson waits for the next collect (the
+    per-hour limit counts a collected submission as graded)."""
+    queue, steps, limits = Queue(tmp_path / "q.json"), Processes(), OnSubmit(enabled=True)
+    ones = [name(f"s{n:02d}", L1, n) for n in range(5)]
+    also = name("s00", L2, 9)  # s00's other lesson
+    queue.observe(mine(*ones, also), T0)
+    run_all(queue, steps, T0, limits)
+    assert {e.status for e in queue.entries} == {DONE}
+    assert steps.processes == [("collect", ones), ("collect", [also]), ("grade", ones),
+                               ("release", ones), ("grade", [also]), ("release", [also])]
+
+
+def test_submissions_that_come_while_a_collect_runs_wait_for_the_next_batch(tmp_path):
+    """A collect takes everything ready when it begins; what comes meanwhile is collected
+    after the grading of what it took (else a slow collect at a rush, which finds new
+    submissions each time, held the grading back for the whole collect window: the
+    benchmark's first batch waited for 16)."""
+    from coursehub.onsubmit import work
+
+    queue, limits = Queue(tmp_path / "q.json"), OnSubmit(enabled=True)
+    ann, bob, cat = name("ann", L1, 1), name("bob", L1, 2), name("cat", L1, 3)
+    clock = [T0]
+
+    class Slow(Processes):
+        def _many(self, step, entries, now):
+            if step == "collect":  # a collect that takes 10 s; bob and cat submit meanwhile
+                clock[0] += 10
+                queue.observe(mine(ann, bob, cat), clock[0])
+            return super()._many(step, entries, now)
+
+    steps = Slow()
+    queue.observe(mine(ann), T0)
+    while (entry := queue.next_ready(clock[0], limits)) is not None:
+        work(queue, entry, steps, clock=lambda: clock[0])
+    assert steps.processes[:4] == [("collect", [ann]), ("grade", [ann]), ("release", [ann]),
+                                   ("collect", [bob, cat])], steps.processes
+    assert {e.status for e in queue.entries} == {DONE}
+
+
 def test_a_submission_that_comes_while_its_earlier_one_is_collected_waits_for_it(tmp_path):
     """Its collected copy is in use: the newer one is collected only after the earlier is
     graded and released (never graded under the earlier one's name)."""

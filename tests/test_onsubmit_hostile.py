@@ -10,6 +10,7 @@ owners come from real accounts made with useradd where the test says so (root on
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -107,7 +108,10 @@ def _steps(tmp_path, output: str) -> Steps:
     config = tmp_path / "class.toml"
     config.write_text('[hub]\nstate_dir = "state"\n[accounts]\nadmins = ["a"]\n')
     steps = Steps(class_settings.load(config), Path(sys.executable))
-    steps._run = lambda args, env=None: (0, output)  # what `nbgrader collect` printed
+    # What `coursehub.onsubmit exchange collect LESSON STUDENT...` printed: each student's
+    # log of the course's collect (args[5:]: the students).
+    steps._run = lambda args, env=None: (0, json.dumps(
+        {student: {"success": True, "log": output} for student in args[5:]}))
     return steps
 
 

@@ -188,11 +188,13 @@ class Admission:
             wait(list(warming.values()), timeout=WARM_SECONDS)
         except TimeoutError:
             pass  # those not done are refused below
+        warm = 0
         for address, future in warming.items():
             why = _refusal(future)
             if why:
                 self.proven.discard(address)
                 refused[address] = why
+            warm += why is None and _was_warm(future)
         lines = [f"Worker {one_line(a, 200)} refused: {why}." for a, why in sorted(refused.items())]
         if not self.proven:
             raise ClusterError(f"no worker of the cluster at {self.address} can grade this "
@@ -200,7 +202,9 @@ class Admission:
         if echo:
             for line in lines:
                 echo(line)
-            echo(f"{len(self.proven)} workers of the cluster will grade.")
+            echo(f"{len(self.proven)} workers of the cluster will grade" +
+                 (f" ({warm} of them warm from an earlier grading: its course, imports and "
+                  "runner host kept)." if warm else "."))
 
     def watch(self, echo) -> bool:
         """Between replies: say which proven workers left (killed, or restarted by a nanny,
@@ -242,6 +246,14 @@ def _refusal(future) -> str | None:
         reply = read_reply(future.result(), max_bytes=65536)
     except BadReply as err:
         return f"its answer cannot be read ({err})"
-    if not isinstance(reply, dict) or set(reply) != {"refused"}:
-        return "its answer is not {refused}"
+    if not isinstance(reply, dict) or set(reply) - {"warm"} != {"refused"}:
+        return "its answer is not {refused, warm}"
     return None if reply["refused"] is None else one_line(reply["refused"], 500)
+
+
+def _was_warm(future) -> bool:
+    """Whether a worker's accepted answer says it was warm for this course already."""
+    try:
+        return read_reply(future.result(), max_bytes=65536).get("warm") is True
+    except (BadReply, AttributeError):
+        return False

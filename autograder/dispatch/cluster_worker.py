@@ -217,14 +217,17 @@ def grade_chunk(spec: dict, chunk: list[dict], nonce: str = "") -> bytes:
 
 
 def warm_worker(spec: dict) -> bytes:
-    """A Dask task, pinned to this worker: check it and warm it for `spec` (JSON back)."""
+    """A Dask task, pinned to this worker: check it and warm it for `spec` (JSON back: why it
+    refuses, or None; and whether it was warm for `spec` already, from an earlier grading of
+    the same course with the same limits: nothing to start again)."""
     from distributed import get_worker
 
+    warm = _STATE.key == spec.get("key") and _STATE.problem is None
     try:
         problem = _STATE.prepare(spec, get_worker().state.nthreads)
     except Exception as err:  # noqa: BLE001
         problem = f"it could not start grading ({type(err).__name__}: {err})"
-    return json.dumps({"refused": problem}).encode()
+    return json.dumps({"refused": problem, "warm": warm and problem is None}).encode()
 
 
 def _grade_one(state: _Worker, shipped: dict) -> dict:

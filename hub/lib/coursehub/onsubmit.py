@@ -24,6 +24,8 @@ which only they and root may read; their start page shows it.
     python -m coursehub.onsubmit feedback COURSE_ROOT STUDENT LESSON   (one step, as nobody)
     python -m coursehub.onsubmit report COURSE_ROOT   (the class report again, as nobody)
     python -m coursehub.onsubmit split COURSE_ROOT OUT LESSON STUDENT...   (as nobody)
+    python -m coursehub.onsubmit exchange collect|release LESSON STUDENT...   (as nobody, in
+        the course folder: nbgrader's collect or release_feedback of each student, one process)
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ from coursehub.settings import ClassSettings
 from coursehub.submitqueue import (DONE, FAILED, PENDING, SUPERSEDED, WAITING,  # noqa: F401
                                    WORKING, Entry, Queue, instructor_report, parse_name,
                                    student_status, utc)
-from coursehub.submitsteps import (Steps, replace_file, split_results,  # noqa: F401
-                                   submitted_after)
+from coursehub.submitsteps import (Steps, exchange_steps, replace_file,  # noqa: F401
+                                   split_results, submitted_after)
 
 QUEUE_FILE = "queue.json"
 REPORT_FILE = "on-submit.md"  # in the course folder, for the instructors
@@ -56,23 +58,31 @@ TRIES = 2  # a failed step is tried once more, then reported
 NEXT_STEP = {"collect": "grade", "grade": "release", "feedback": "release", "release": None}
 
 
-def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
+def work(queue: Queue, entry: Entry, steps, clock=time.time, changed=None) -> None:
     """Run `entry`'s remaining steps, saving the queue after each; a step that fails is tried
-    once more (at its next turn), then the submission is marked failed. Its grading is shared
-    with the other collected submissions of its lesson (Queue.batch_of, Steps.grade_many) when
-    `steps` can grade several; each then goes on alone. A grading's start and length are kept:
-    what the student's hourly limits count."""
+    once more (at its next turn), then the submission is marked failed. Its collect, grading
+    and release are each shared with the other submissions of its lesson at that step
+    (Queue.batch_of; Steps.collect_many, grade_many, release_many: one process each, not one
+    per submission) when `steps` can take several; each then goes on alone. A grading's start
+    and length are kept:
+    what the student's hourly limits count. `changed()` is called each time the queue is saved,
+    as a step starts and as it ends, so that the students are told then (a grading that
+    begins: "being graded now"), not only when `entry` is done."""
+    saved = queue.save if changed is None else lambda: (queue.save(), changed())
     while entry.status in (PENDING, WAITING):
-        batch = queue.batch_of(entry) if hasattr(steps, "grade_many") else [entry]
+        many = getattr(steps, f"{entry.step}_many", None)  # collect, grade, release
+        batch = queue.batch_of(entry) if many is not None else [entry]
         began = clock()
+        if entry.step == "collect":
+            queue.collect_began = began
         for one in batch:
             one.status = WORKING
             if one.step == "grade":
                 one.started = began
-        queue.save()
+        saved()
         before = {one.name: one.seconds for one in batch}
         if len(batch) > 1:
-            errors = steps.grade_many(batch, began)
+            errors = many(batch, began)
         else:
             errors = {entry.name: getattr(steps, entry.step)(entry, began)}
         elapsed = max(0.0, clock() - began)
@@ -80,18 +90,20 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time) -> None:
             for one in batch:
                 if one.seconds == before[one.name]:  # the steps did not say: an equal share
                     one.seconds += elapsed / len(batch)
-        elif entry.step == "collect" and (errors[entry.name] or entry.status == SUPERSEDED):
+        elif entry.step == "collect":
             # A folder that is never graded (no submission_secret.txt, removed at once) is not
-            # free to its student: the service's time collecting it counts as grading time.
-            # (A collect that succeeds is not charged: classmates' forged folders beside it
-            # can slow it.)
-            entry.spent, entry.spent_at = entry.spent + elapsed, began
+            # free to its student: the service's time collecting it counts as grading time,
+            # shared among those collected with it. (A collect that succeeds is not charged:
+            # classmates' forged folders beside it can slow it.)
+            for one in batch:
+                if errors[one.name] or one.status == SUPERSEDED:
+                    one.spent, one.spent_at = one.spent + elapsed / len(batch), began
         for one in batch:
             collecting = one.step == "collect"
             _advance(one, errors[one.name])
             if collecting and one.step == "grade":
                 one.collected_at = clock()
-        queue.save()
+        saved()
         if errors[entry.name] or entry.status != PENDING or entry.step == "grade":
             return  # collected: the others ready are collected too, then graded with it
 
@@ -231,7 +243,7 @@ def serve(settings: ClassSettings, python: Path, poll: float = 2.0) -> None:
             queue.save()
         if entry is not None:
             tries = {e.name: e.failures for e in queue.entries if e.status in (PENDING, WORKING)}
-            work(queue, entry, steps)
+            work(queue, entry, steps, changed=lambda: publish(queue, settings, written))
             if stopping:  # stopped half-way: those steps run again, and no try is spent
                 for one in queue.entries:
                     if one.name in tries and one.status not in (DONE, SUPERSEDED):
@@ -266,8 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     reporting = commands.add_parser("report", help="the class report of the submissions "
                                     "graded on submit, written again")
     reporting.add_argument("course")
+    moving = commands.add_parser("exchange", help="collect, or release the feedback of, "
+                                 "several students' submissions of a lesson in one process")
+    moving.add_argument("step", choices=("collect", "release"))
+    moving.add_argument("lesson")
+    moving.add_argument("students", nargs="+")
     args = parser.parse_args(argv)
-    if args.command == "split":
+    if args.command == "exchange":  # in the course folder, as nobody (Steps.collect_many)
+        print(json.dumps(exchange_steps(args.step, args.lesson, args.students)))
+    elif args.command == "split":
         split_results(Path(args.course), Path(args.out), args.lesson, args.students)
     elif args.command == "report":
         print(f"Class report written: {class_report(Path(args.course))}")

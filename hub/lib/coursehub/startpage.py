@@ -72,6 +72,10 @@ def start_page(home: Path, outbound: Path, repository: Path,
     with feedback on submit, their submissions' state from `status_file`."""
     intro, teaches = course_intro(repository)
     released = set(_lessons_in(outbound))
+    # With feedback on submit, each lesson's row says where its newest submission is too: the
+    # table is what the page shows first (its own section comes below the fold).
+    states = {str(row.get("lesson", "")): str(row.get("status", "")).replace("|", "/")
+              for row in submissions_status(status_file)}
     rows = []
     for name in sorted(released | set(teaches)):
         copy = home / name / f"{name}.ipynb"
@@ -85,6 +89,8 @@ def start_page(home: Path, outbound: Path, repository: Path,
                 lesson, progress = f"[{title}]({name}/{name}.ipynb)", _progress(notebook)
             else:
                 lesson, progress = title, "released: **Fetch** it"
+            if states.get(name):
+                progress += f"; your submission: {states[name]}"
             rows.append(f"| {number} | {lesson} | {teaches.get(name, '')} | {progress} |")
         else:
             # Not released: only its place in the course. Neither its title, its folder's name

@@ -94,6 +94,9 @@ class Queue:
     path: Path
     entries: list[Entry] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
+    # When the last collect began (not saved): what was ready then, it took, or took a
+    # classmate's submission of the same lesson and the rest waits its turn.
+    collect_began: float = float("-inf")
 
     @classmethod
     def load(cls, path: Path) -> "Queue":
@@ -205,7 +208,12 @@ class Queue:
         collected = [e for e in in_progress if e.status == PENDING]
         waited = [now - (e.collected_at if e.collected_at is not None else -HOUR)
                   for e in collected]
-        if collected and (len(collected) >= GRADE_BATCH or not ready or
+        # Only latecomers ready (they came while the last collect ran, which took all that
+        # was ready when it began): grade what it collected first; they are collected with
+        # the next batch (else a slow collect that finds new ones each time would hold the
+        # grading back for COLLECT_WINDOW).
+        latecomers = all(e.seen > self.collect_began for e in ready)
+        if collected and (len(collected) >= GRADE_BATCH or not ready or latecomers or
                           max(waited) >= COLLECT_WINDOW):
             return collected[0]
         if not ready and not in_progress:
@@ -214,12 +222,26 @@ class Queue:
                    default=None)
 
     def batch_of(self, entry: Entry) -> list[Entry]:
-        """`entry` and the other collected submissions of its lesson, graded with it."""
-        if entry.step != "grade":
+        """`entry` and the other submissions of its lesson that its step takes with it: the
+        collected ones graded with it; the graded ones whose feedback is released with it;
+        the ones ready to collect (as next_ready left them: not waiting, and no copy of that
+        student's lesson in use), one per student, so that the per-hour limit, which counts a
+        collected submission as graded, sees each student's one before their next."""
+        if entry.step not in ("collect", "grade", "release"):
             return [entry]
-        others = [e for e in self.entries if e.step == "grade" and e.status == PENDING and
-                  e.lesson == entry.lesson and e is not entry]
-        return [entry, *others][:GRADE_BATCH]
+        busy = {(e.student, e.lesson) for e in self.entries
+                if e.status in (PENDING, WORKING) and e.step != "collect"}
+        batch, students = [entry], {entry.student}
+        for e in sorted(self.entries, key=lambda e: (e.seen, e.name)):
+            if e is entry or e.step != entry.step or e.status != PENDING or \
+                    e.lesson != entry.lesson or len(batch) >= GRADE_BATCH:
+                continue
+            if entry.step == "collect" and (e.student in students or
+                                            (e.student, e.lesson) in busy):
+                continue
+            batch.append(e)
+            students.add(e.student)
+        return batch
 
     def past_deadline(self, now: float, limits: OnSubmit) -> list[Entry]:
         """Graded submissions whose feedback held the hidden checks back and whose lesson's

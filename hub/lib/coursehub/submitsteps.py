@@ -140,22 +140,52 @@ class Steps:
         return self.settings.course_dir / "on-submit" / f"{entry.student}+{entry.lesson}"
 
     def collect(self, entry: Entry, now: float) -> str:
-        """Collect the student's newest submission; judged by whether it is THIS one (a
-        classmate's folder refused beside it is none of this submission's business). When the
-        exchange no longer holds this one (removed, or a newer one of theirs was taken), the
-        entry is superseded: nothing is graded or counted for it."""
-        code, output = self._run(["-m", "nbgrader", "collect", entry.lesson,
-                                  "--student", entry.student, "--update"])
-        mine = [line for line in output.splitlines()
-                if "Not collected:" in line and entry.name in line]
-        if code or mine:
-            return one_line(" ".join(mine) or output[-600:], 600)
-        if not self.collected(entry):
-            entry.status = SUPERSEDED
-            entry.note = "not collected: it is no longer in the exchange, or a newer " \
-                "submission of yours was collected in its place"
-            return ""
-        return self.due_date(entry)
+        return self.collect_many([entry], now)[entry.name]
+
+    def collect_many(self, entries: list[Entry], now: float) -> dict[str, str]:
+        """Collect each student's newest submission of a lesson (one process for all: a
+        process of nbgrader's own per submission cost seconds each, one after the other, at a
+        deadline); each judged by whether it is THIS one (a classmate's folder refused beside
+        it is none of this submission's business). When the exchange no longer holds this one
+        (removed, or a newer one of theirs was taken), the entry is superseded: nothing is
+        graded or counted for it. An error message for each entry, or ""."""
+        said = self._exchange("collect", entries)
+        errors = {}
+        for entry in entries:
+            code, output = said[entry.student]
+            mine = [line for line in output.splitlines()
+                    if "Not collected:" in line and entry.name in line]
+            if code or mine:
+                errors[entry.name] = one_line(" ".join(mine) or output[-600:], 600)
+            elif not self.collected(entry):
+                entry.status = SUPERSEDED
+                entry.note = "not collected: it is no longer in the exchange, or a newer " \
+                    "submission of yours was collected in its place"
+                errors[entry.name] = ""
+            else:
+                errors[entry.name] = self.due_date(entry)
+        return errors
+
+    def _exchange(self, step: str, entries: list[Entry]) -> dict[str, tuple[int, str]]:
+        """nbgrader's collect or release_feedback of each entry's student (one lesson), in one
+        process as nobody (`coursehub.onsubmit exchange`): each student's (status, log)."""
+        students = list(dict.fromkeys(entry.student for entry in entries))
+        code, output = self._run(["-m", "coursehub.onsubmit", "exchange", step,
+                                  entries[0].lesson, *students],
+                                 env={"PYTHONPATH": str(HUB_DIR / "lib")})
+        lines = output.rstrip("\n").rsplit("\n", 1)
+        try:  # its last line, written by that process, which runs no student code
+            replies = json.loads(lines[-1]) if len(lines[-1]) < (8 << 20) else None
+        except ValueError:
+            replies = None
+        said = {}
+        for student in students:
+            reply = replies.get(student) if isinstance(replies, dict) else None
+            if not (isinstance(reply, dict) and isinstance(reply.get("log"), str)):
+                said[student] = (code or 1, output[-600:])
+            else:
+                said[student] = (0 if reply.get("success") is True else 1, reply["log"])
+        return said
 
     def collected(self, entry: Entry) -> bool:
         """Whether the submission collected for the student's lesson is `entry`'s (by the time
@@ -273,10 +303,45 @@ class Steps:
                   f"{one_line(output[-600:])}", flush=True)
 
     def release(self, entry: Entry, now: float) -> str:
-        code, output = self._run(["-m", "nbgrader", "release_feedback", entry.lesson,
-                                  "--student", entry.student])
-        failed = [line for line in output.splitlines() if "Feedback not released" in line]
-        return one_line(" ".join(failed) or output[-600:], 600) if code or failed else ""
+        return self.release_many([entry], now)[entry.name]
+
+    def release_many(self, entries: list[Entry], now: float) -> dict[str, str]:
+        """Release the feedback of each entry's student (one lesson), in one process."""
+        said = self._exchange("release", entries)
+        errors = {}
+        for entry in entries:
+            code, output = said[entry.student]
+            failed = [line for line in output.splitlines() if "Feedback not released" in line]
+            errors[entry.name] = one_line(" ".join(failed) or output[-600:], 600) \
+                if code or failed else ""
+        return errors
+
+
+def exchange_steps(step: str, lesson: str, students: list[str]) -> dict[str, dict]:
+    """In the course folder: nbgrader's `collect LESSON --student ID --update` (the course's
+    SafeCollect) or `release_feedback LESSON --student ID` for each of `students`, in this one
+    process; each student's {"success", "log"} (what that command would have logged)."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.apps.nbgraderapp import NbGraderApp
+    from nbgrader.utils import capture_log, temp_attrs
+
+    app = NbGraderApp()
+    app.load_config_file()  # the course's nbgrader_config.py, as the command loads it
+    api = NbGraderAPI(config=app.config)
+    out = {}
+    for student in students:
+        with temp_attrs(api.coursedir, assignment_id=lesson, student_id=student):
+            if step == "collect":
+                job = api.exchange.Collect(coursedir=api.coursedir,
+                                           authenticator=api.authenticator, parent=api)
+                job.update = True
+            else:
+                job = api.exchange.ReleaseFeedback(coursedir=api.coursedir,
+                                                   authenticator=api.authenticator, parent=api)
+            result = capture_log(job)
+        log = str(result.get("log", "")) + str(result.get("error", ""))
+        out[student] = {"success": bool(result.get("success")), "log": log}
+    return out
 
 
 def grading_seconds(log: Path, lesson: str) -> dict[str, float]:
