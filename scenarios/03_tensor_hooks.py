@@ -5,7 +5,16 @@ Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios"
 
 import torch
 
+from coursekit.drawing import domain
 from coursekit.scenarios import count_calls, mistake, scenario
+
+domain("03-ex1", "parameters and intermediate tensors of other shapes with random boolean masks, "
+                 "a gradient shared with another branch, two tensors frozen at once")
+domain("03-ex2", "tensors of other shapes, asymmetric bounds, entries on the bounds, two hooks "
+                 "on one tensor, a gradient shared with another branch, two tensors called in "
+                 "two orders")
+domain("03-ex3", "the parameters of a small model, a parameter used twice, two backward passes, "
+                 "an empty list")
 
 
 def _bounds(rng):

@@ -12,7 +12,18 @@ Each answer is a `torch.autograd.Function` subclass; a scenario receives the cla
 import torch
 from torch.autograd import Function, gradcheck, gradgradcheck
 
+from coursekit.drawing import domain
 from coursekit.scenarios import mistake, scenario
+
+domain("05-ex1", "float32 and float64 inputs of 1 to 3 dimensions with values up to about ±15, "
+                 "random upstream gradients, gradcheck, an input changed in place after forward")
+domain("05-ex2", "float32 and float64 inputs of 1 to 3 dimensions with entries at and near ±1, "
+                 "random upstream gradients")
+domain("05-ex3", "random inputs, upstream gradients and float bounds, the function between two "
+                 "operations, several calls with bounds of their own, gradcheck")
+domain("05-ex4", "float32 and float64 inputs: first and second derivatives, gradgradcheck, a "
+                 "larger expression, an input changed in place, torch.func.grad of grad at "
+                 "random points")
 
 
 def _silu_slope(x):

@@ -12,8 +12,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from coursekit.drawing import domain
 from coursekit.practice import deep_mlp, make_shapes, shape_cnn, tensor_bytes, watch_outputs
 from coursekit.scenarios import count_calls, mistake, scenario
+
+domain("07-ex1", "random multilayer perceptrons (up to more than nine Linear layers), a small "
+                 "CNN; steepest_drop on dicts of 10 to 14 norms named fc1… or 0, 1, …")
+domain("07-ex2", "float32, float64 and int64 saved tensors, thresholds around their sizes, pack "
+                 "and unpack called directly, two sets of hooks called in two orders")
+domain("07-ex3", "random multilayer perceptrons and a small CNN with random lr and weight_decay, "
+                 "a layer used twice in one forward pass, backward(create_graph=True)")
 
 
 def _size(rng, low, high):

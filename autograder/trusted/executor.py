@@ -39,6 +39,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from coursekit.notebook import exercise_of
 
 from autograder.text import one_line
+from autograder.trusted.domains import add_domain_line, declared
 from autograder.trusted.messages import collect
 from autograder.trusted.notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME, checks_stopped,
                                       checks_stopped_output, died_detail, died_output,
@@ -361,6 +362,7 @@ class ForkedExecute(NbGraderPreprocessor):
             stop = [o for o in cell.outputs if run.cell == index and o.get("ename") in
                     _STOP_ENAMES.get(run.outcome, ())]
             verdict_outputs(cell, exercise, checks, run)
+            add_domain_line(cell, declared(lesson.source).get(exercise))
             cell.outputs = stop + list(cell.outputs)
             stops[:] = [s for s in stops if s.index != index or stop]
         if stopped:  # the first test cell says that checking the answers stopped, and why
@@ -384,6 +386,8 @@ def host_config(memory_limit: int, threads: int, sandbox: bool,
             "readonly": readonly, "max_processes": 64,
             "preload": list(dict.fromkeys(["torch", "numpy", "matplotlib.pyplot", "coursekit",
                                            "coursekit.checks", "coursekit.scenarios",
+                                           "coursekit.drawing", "hypothesis",
+                                           "hypothesis.strategies",
                                            *preload]))}
 
 
