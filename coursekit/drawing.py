@@ -97,7 +97,8 @@ def float_lists(min_size: int, max_size: int, bound: float, *, integers: bool = 
 
 
 def names(min_size: int = 1, max_size: int = 12) -> Any:
-    """Identifiers that are not Python keywords: names a model's attributes may have."""
+    """Identifiers that are not Python keywords and do not start with two underscores: names
+    a model's attributes may have (and that an observation may use as a key)."""
     import keyword
 
     from hypothesis import strategies as st
@@ -107,7 +108,7 @@ def names(min_size: int = 1, max_size: int = 12) -> Any:
     rest = st.lists(st.sampled_from("abcdefghijklmnopqrstuvwxyz_0123456789"),
                     min_size=max(0, min_size - 1), max_size=max_size - 1)
     return st.builds(lambda a, b: a + "".join(b), first, rest).filter(
-        lambda name: not keyword.iskeyword(name))
+        lambda name: not keyword.iskeyword(name) and not name.startswith("__"))
 
 
 def domain(exercise: str, text: str) -> None:
