@@ -8,7 +8,19 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
+from coursekit.drawing import domain
 from coursekit.scenarios import count_calls, gradients_delivered, mistake, scenario
+
+domain("01-ex1", "two lists of 2 to 8 floats of equal length (standard normal values); the "
+                 "function called twice on the same lists")
+domain("01-ex2", "graphs drawn at random: leaves on either input of each operation at varying "
+                 "depths, intermediates and tensors of equal values in `named`, an output "
+                 "computed without a graph, a deep chain")
+domain("01-ex3", "models of Linear layers nested in Sequential containers and blocks, a module "
+                 "beside one whose name starts the same, a module with a parameter of its own "
+                 "and a submodule, a partly frozen model frozen twice")
+domain("01-ex4", "w of 1 or 2 dimensions with its .grad filled: one step, then many steps on a "
+                 "quadratic, and a loss whose gradient is not a multiple of w")
 
 
 def _float32(value):

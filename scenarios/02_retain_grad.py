@@ -5,7 +5,15 @@ Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios"
 
 import torch
 
+from coursekit.drawing import domain, draw, float_lists, names
 from coursekit.scenarios import count_calls, gradients_delivered, mistake, scenario
+
+domain("02-ex1", "lists of 1 to 12 floats between -1000 and 1000 (a single value, zeros and "
+                 "both bounds included)")
+domain("02-ex2", "a leaf and up to three intermediates of 1 to 4 entries, used several times, "
+                 "under any names, three of them in `named`; several calls on other graphs")
+domain("02-ex3", "lists of 1 to 12 floats between -3 and 3 (a single value and zeros included) "
+                 "and 1 to 6 factors between -1.5 and 1.5 (zero included)")
 
 
 def _float32(value):
@@ -16,10 +24,6 @@ def _float32(value):
     if isinstance(value, torch.Tensor) and value.is_floating_point():
         return value.detach().to(torch.float32)
     return value
-
-
-def _values(rng, low: int, high: int) -> list[float]:
-    return torch.randn(int(torch.randint(low, high, (), generator=rng)), generator=rng).tolist()
 
 
 # ---------------------------------------------------------------- 02-ex1: intermediate_gradient
@@ -37,7 +41,7 @@ def intermediate_visible(intermediate_gradient, rng):
 
 @scenario("02-ex1", uses=["intermediate_gradient"], title="other values")
 def intermediate_random(intermediate_gradient, rng):
-    values = _values(rng, 1, 9)
+    values = draw(float_lists(1, 12, 1e3), rng)
     with gradients_delivered() as delivered:
         h_grad = intermediate_gradient(values)
     return {"h.grad": _float32(h_grad),
@@ -93,6 +97,19 @@ def intermediate_mean(values):
 def intermediate_by_hand(values):
     x = torch.tensor(values)
     return 3 * (x * x) ** 2
+
+
+@scenario("02-ex1", uses=["intermediate_gradient"],
+          title="a single value, zeros and the largest values allowed")
+def intermediate_edges(intermediate_gradient, rng):
+    found = {}
+    for values in ([0.0], [2.5], [0.0, -1e3, 1e3, 1e-3]):
+        with gradients_delivered() as delivered:
+            h_grad = intermediate_gradient(values)
+        found[f"h.grad for {len(values)} value(s)"] = _float32(h_grad)
+        found[f"a gradient backward() delivered, {len(values)} value(s)"] = \
+            delivered.holds(h_grad)
+    return found
 
 
 # ---------------------------------------------------------------- 02-ex2: collect_gradients
@@ -156,7 +173,7 @@ def _graph(rng, labels):
     names = [labels[i] for i in order]
     named = dict(zip(names, (x, a, b, c)))
     del named[names[int(torch.randint(0, 4, (), generator=rng))]]  # three of the four
-    return named, loss, later
+    return named, loss, later, x
 
 
 def _copy(grads):
@@ -165,12 +182,21 @@ def _copy(grads):
     return dict(grads) if isinstance(grads, dict) else grads
 
 
+def _drawn_labels(rng):
+    """Four distinct names drawn from all identifiers (one-letter, long, with underscores)."""
+    from hypothesis import strategies as st
+    return draw(st.lists(names(1, 16), min_size=4, max_size=4, unique=True), rng)
+
+
 @scenario("02-ex2", uses=["collect_gradients"],
           title="a leaf and intermediates used several times")
 def collect_random(collect_gradients, rng):
-    named, loss, later = _graph(rng, ["x", "a", "b", "c", "hidden", "out"])
+    named, loss, later, x = _graph(rng, _drawn_labels(rng))
     grads, rules = _collect(collect_gradients, named, loss)
     observed = {"the dict returned": _copy(grads), **rules}
+    # what the hooks passed on upstream reached the leaf x (named or not)
+    observed["x.grad after the call (what the hooks passed on reached the leaf)"] = \
+        None if x.grad is None else x.grad.clone()
     later.backward()
     observed["the dict after another backward"] = _copy(grads)
     return observed
@@ -178,8 +204,8 @@ def collect_random(collect_gradients, rng):
 
 @scenario("02-ex2", uses=["collect_gradients"], title="two calls, two graphs")
 def collect_twice(collect_gradients, rng):
-    first_named, first_loss, _ = _graph(rng, ["first", "second", "third", "fourth"])
-    second_named, second_loss, _ = _graph(rng, ["one", "two", "three", "four"])
+    first_named, first_loss, _, _ = _graph(rng, ["first", "second", "third", "fourth"])
+    second_named, second_loss, _, _ = _graph(rng, ["one", "two", "three", "four"])
     first = collect_gradients(first_named, first_loss)
     second = collect_gradients(second_named, second_loss)
     return {"both calls return the same dict": first is second,
@@ -207,7 +233,7 @@ def collect_in_two_orders(collect_gradients, rng):
     labels = (["first", "second", "third", "fourth"], ["one", "two", "three", "four"])
 
     def call(k):
-        named, loss, _ = _graph(torch.Generator().manual_seed(seeds[k]), labels[k])
+        named, loss, _, _ = _graph(torch.Generator().manual_seed(seeds[k]), labels[k])
         return _copy(collect_gradients(named, loss))
 
     return _two_orders("the dict returned", lambda: call(0), lambda: call(1))
@@ -282,13 +308,23 @@ def chain_visible(chain_gradients, rng):
 
 @scenario("02-ex3", uses=["chain_gradients"], title="other values and factors")
 def chain_random(chain_gradients, rng):
-    values = _values(rng, 1, 6)
-    factors = [round(float(f), 3) for f in torch.rand(int(torch.randint(1, 7, (), generator=rng)),
-                                                     generator=rng) * 3 - 1.5]
+    values = draw(float_lists(1, 12, 3.0), rng)
+    factors = [round(f, 3) for f in draw(float_lists(1, 6, 1.5), rng)]
     with count_calls(torch.Tensor, "retain_grad") as retain:
         found = chain_gradients(values, factors)
     return {"the list of gradients": _float32(found),
             "retain_grad() called for every step": retain.count >= len(factors)}
+
+
+@scenario("02-ex3", uses=["chain_gradients"], title="a single value, zeros and a zero factor")
+def chain_edges(chain_gradients, rng):
+    found = {}
+    for values, factors in (([0.0], [1.5]), ([2.0], [0.0, -1.5]), ([0.0, 3.0, -3.0], [1.0])):
+        with count_calls(torch.Tensor, "retain_grad") as retain:
+            result = chain_gradients(values, factors)
+        found[f"chain_gradients({values}, {factors})"] = _float32(result)
+        found[f"retain_grad() called for every step of {factors}"] = retain.count >= len(factors)
+    return found
 
 
 @mistake("02-ex3", "The list is in reverse order: put the first step's gradient first.")

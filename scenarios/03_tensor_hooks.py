@@ -5,7 +5,18 @@ Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios"
 
 import torch
 
+from coursekit.drawing import domain, draw
 from coursekit.scenarios import count_calls, mistake, scenario
+
+domain("03-ex1", "parameters and intermediate tensors of other shapes with random boolean "
+                 "masks, a single entry, a 0-d tensor, every entry frozen or none, float64, a "
+                 "gradient shared with another branch, two tensors frozen at once")
+domain("03-ex2", "tensors of other shapes, asymmetric bounds, entries on the bounds, two hooks "
+                 "on one tensor, a gradient shared with another branch, two tensors called in "
+                 "two orders")
+domain("03-ex3", "the parameters of a small model, a parameter used twice, two backward "
+                 "passes, an empty list, two sets of parameters registered with learning rates "
+                 "of their own")
 
 
 def _bounds(rng):
@@ -95,6 +106,26 @@ def freeze_entries_two_at_once(freeze_entries, rng):
     freeze_entries(second, second_mask)
     (first * torch.randn(n, generator=rng) + second * 3.0).sum().backward()
     return {"first.grad (frozen first)": first.grad, "second.grad (frozen second)": second.grad}
+
+
+@scenario("03-ex1", uses=["freeze_entries"],
+          title="a single entry, a 0-d tensor, every entry frozen or none, float64")
+def freeze_entries_edges(freeze_entries, rng):
+    n = _size(rng, 2, 5)
+    cases = {"one entry, frozen": (torch.randn(1, generator=rng), torch.tensor([True])),
+             "a 0-d tensor, not frozen": (torch.randn((), generator=rng), torch.tensor(False)),
+             "every entry frozen": (torch.randn(n, generator=rng),
+                                    torch.ones(n, dtype=torch.bool)),
+             "no entry frozen": (torch.randn(n, generator=rng), torch.zeros(n, dtype=torch.bool)),
+             "float64": (torch.randn(n, generator=rng, dtype=torch.float64),
+                         torch.rand(n, generator=rng) < 0.5)}
+    observed = {}
+    for what, (values, mask) in cases.items():
+        param = values.clone().requires_grad_()
+        freeze_entries(param, mask)
+        (param * (values + 3.0)).sum().backward()
+        observed[f"param.grad, {what}"] = param.grad
+    return observed
 
 
 @mistake("03-ex1", "The mask is the wrong way round: the gradient must be 0 where mask is "
@@ -390,6 +421,26 @@ def sgd_twice(sgd_in_backward, rng):
     # reported as too long instead of as data that cannot be reported
     observed["handles returned by sgd_in_backward([], lr)"] = (
         len(empty) if isinstance(empty, list) else repr(type(empty)))
+    return observed
+
+
+@scenario("03-ex3", uses=["sgd_in_backward"],
+          title="two sets of parameters, each with a learning rate of its own")
+def sgd_two_learning_rates(sgd_in_backward, rng):
+    from hypothesis import strategies as st
+    rates = draw(st.lists(st.integers(1, 50), min_size=2, max_size=2, unique=True), rng)
+    first_lr, second_lr = (rate / 100 for rate in rates)
+    first = torch.randn(3, generator=rng).requires_grad_()
+    second = torch.randn(3, generator=rng).requires_grad_()
+    first_handles, observed = _register(sgd_in_backward, [first], first_lr)
+    second_handles, _ = _register(sgd_in_backward, [second], second_lr)
+    data = torch.randn(3, generator=rng)
+    for _ in range(2):
+        ((first * data).sum() ** 2 + (second * data).sum() ** 2).backward()
+    observed["first (its own lr) after two backward passes"] = first.detach().clone()
+    observed["second (another lr) after two backward passes"] = second.detach().clone()
+    _remove(first_handles)
+    _remove(second_handles)
     return observed
 
 

@@ -13,8 +13,17 @@ answer runs (they raise FullJacobianBuilt), in the answer's own namespace too.
 import torch
 from torch.func import jvp
 
+from coursekit.drawing import domain
 from coursekit.jacobian_guard import counting_passes, full_jacobian_blocked
 from coursekit.scenarios import mistake, scenario
+
+domain("04-ex1", "random functions with more outputs than inputs, fewer outputs than inputs and "
+                 "a square Jacobian that is not symmetric, with random x and v")
+domain("04-ex2", "random functions and inputs, every row of the Jacobian (one call each, on the "
+                 "same x), a function of many inputs")
+domain("04-ex3", "random functions with more inputs than outputs and with more outputs than "
+                 "inputs, every column of the Jacobian")
+domain("04-ex4", "random functions and inputs, `vs` of one row or of several rows")
 
 
 class NotApplicable(Exception):

@@ -12,7 +12,19 @@ Each answer is a `torch.autograd.Function` subclass; a scenario receives the cla
 import torch
 from torch.autograd import Function, gradcheck, gradgradcheck
 
+from coursekit.drawing import domain
 from coursekit.scenarios import mistake, scenario
+
+domain("05-ex1", "float32 and float64 inputs of 1 to 3 dimensions with values up to about ±15, "
+                 "zeros and magnitudes up to 1000 (past 88, where exp overflows), random "
+                 "upstream gradients, gradcheck, an input changed in place after forward")
+domain("05-ex2", "float32 and float64 inputs of 1 to 3 dimensions with entries at and near ±1, "
+                 "random upstream gradients")
+domain("05-ex3", "random inputs, upstream gradients and float bounds, the function between two "
+                 "operations, several calls with bounds of their own, gradcheck")
+domain("05-ex4", "float32 and float64 inputs: first and second derivatives, gradgradcheck, a "
+                 "larger expression, an input changed in place, torch.func.grad of grad at "
+                 "random points")
 
 
 def _silu_slope(x):
@@ -93,6 +105,22 @@ def silu_random(SiLU, rng):
     y = SiLU.apply(x)
     y.backward(upstream)
     return {"SiLU forward": y, "x.grad": x.grad}
+
+
+@scenario("05-ex1", uses=["SiLU"], rtol=1e-4, atol=1e-5,
+          title="zeros and magnitudes past 88, where exp overflows in float32")
+def silu_extremes(SiLU, rng):
+    observed = {}
+    for dtype, top in ((torch.float32, 1000.0), (torch.float64, 800.0)):
+        base = torch.tensor([-top, -100.0, -89.0, -88.5, -20.0, 0.0, 0.0, 20.0, 88.5, 89.0,
+                             100.0, top], dtype=dtype)
+        x = base[torch.randperm(len(base), generator=rng)].requires_grad_()
+        y = SiLU.apply(x)
+        y.backward(torch.rand(len(base), generator=rng, dtype=dtype) + 0.5)
+        name = str(dtype).replace("torch.", "")
+        observed[f"SiLU forward, {name}"] = y
+        observed[f"x.grad, {name}"] = x.grad
+    return observed
 
 
 @scenario("05-ex1", uses=["SiLU"], rtol=1e-6, atol=1e-8,

@@ -9,7 +9,17 @@ import warnings
 import torch
 from torch import nn
 
+from coursekit.drawing import domain
 from coursekit.scenarios import mistake, scenario
+
+domain("06-ex1", "nested models with an in-place ReLU after the captured layer, forward passes "
+                 "that raise before or after the captured layer")
+domain("06-ex2", "models with repeated cells, a shared activation and an unused branch, a flat "
+                 "model of one layer, a model with a hook of its own, two models called in two "
+                 "orders")
+domain("06-ex3", "random networks blocked at a middle layer, a network in eval mode, a residual "
+                 "block whose gate branch is blocked, a module of two inputs, a first layer "
+                 "whose input needs no gradient")
 
 
 def _randomise(model, rng, scale=0.5):

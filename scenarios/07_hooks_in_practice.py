@@ -12,8 +12,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from coursekit.drawing import domain, draw, names
 from coursekit.practice import deep_mlp, make_shapes, shape_cnn, tensor_bytes, watch_outputs
 from coursekit.scenarios import count_calls, mistake, scenario
+
+domain("07-ex1", "random multilayer perceptrons (up to more than nine Linear layers), a small "
+                 "CNN, Linear layers under any names with other modules named fc…, a batch "
+                 "of one; steepest_drop on dicts of 10 to 14 norms named fc1… or 0, 1, …")
+domain("07-ex2", "float32, float64 and int64 saved tensors, thresholds around their sizes, pack "
+                 "and unpack called directly, two sets of hooks called in two orders")
+domain("07-ex3", "random multilayer perceptrons and a small CNN with random lr and weight_decay, "
+                 "two models with settings of their own, a layer used twice in one forward "
+                 "pass, backward(create_graph=True)")
 
 
 def _size(rng, low, high):
@@ -116,6 +126,39 @@ def profile_damped_layer(output_grad_norms, steepest_drop, rng):
     images = torch.randn(batch, 8, generator=rng)
     labels = torch.randint(0, 3, (batch,), generator=rng)
     return _profile(output_grad_norms, steepest_drop, model, images, labels)
+
+
+def _named_mlp(rng):
+    """A Sequential whose Linear children have names drawn from all identifiers (not fc…),
+    with activations between them named "fc…" (a name is no test of a layer's type)."""
+    from collections import OrderedDict
+
+    from hypothesis import strategies as st
+    depth, width = _size(rng, 2, 5), _size(rng, 3, 8)
+    labels = draw(st.lists(names(1, 12).filter(lambda n: not n.startswith("fc")),
+                           min_size=depth, max_size=depth, unique=True), rng)
+    layers, features = [], 8
+    for index, label in enumerate(labels):
+        out = 3 if index == depth - 1 else width
+        layers.append((label, nn.Linear(features, out)))
+        if index < depth - 1:
+            layers.append((f"fc{index + 1}", nn.Tanh()))
+        features = out
+    return _randomise(nn.Sequential(OrderedDict(layers)), rng, 0.6)
+
+
+@scenario("07-ex1", uses=["output_grad_norms", "steepest_drop"],
+          title="Linear layers under other names, a batch of one",
+          tolerance={"norms": (1e-4, 1e-7)})
+def profile_named_layers(output_grad_norms, steepest_drop, rng):
+    model = _named_mlp(rng)
+    images = torch.randn(1, 8, generator=rng)
+    labels = torch.randint(0, 3, (1,), generator=rng)
+    observed = _profile(output_grad_norms, steepest_drop, model, images, labels)
+    first = next(m for m in model if isinstance(m, nn.Linear))
+    # what the tensor hooks passed on upstream reached the first layer's weight
+    observed["the first Linear's weight.grad"] = first.weight.grad
+    return observed
 
 
 def _random_norms(rng, names):
@@ -624,6 +667,29 @@ def sgd_tied_weights(attach_sgd_hooks, rng):
     lr, weight_decay = _lr_and_decay(rng)
     return _sgd_run(attach_sgd_hooks, model, lr, weight_decay,
                     _random_batches(rng, (width,), 2))
+
+
+@scenario("07-ex3", uses=["attach_sgd_hooks"],
+          title="two models, each with an lr and a weight_decay of its own",
+          atol=1e-6, rtol=1e-5)
+def sgd_two_models(attach_sgd_hooks, rng):
+    from hypothesis import strategies as st
+    rate = st.floats(0.01, 0.31)
+    decay = st.one_of(st.just(0.0), st.floats(0.001, 0.1))
+    settings = draw(st.lists(st.tuples(rate, decay), min_size=2, max_size=2,
+                             unique_by=lambda pair: pair[0]), rng)
+    models = [_random_mlp(rng), _random_mlp(rng)]
+    handles = [attach_sgd_hooks(model, lr, wd) for model, (lr, wd) in zip(models, settings)]
+    observed = {}
+    for step, batch in enumerate(_random_batches(rng, (8,), 2)):
+        for k, model in enumerate(models):
+            F.cross_entropy(model(batch[0]), batch[1]).backward()
+            observed[f"model {k + 1}'s parameters after backward pass {step + 1}"] = _flat(model)
+    for found in handles:
+        for handle in found if isinstance(found, (list, tuple)) else []:
+            if hasattr(handle, "remove"):
+                handle.remove()
+    return observed
 
 
 @scenario("07-ex3", uses=["attach_sgd_hooks"],

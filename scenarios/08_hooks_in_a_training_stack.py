@@ -16,8 +16,17 @@ from torch import nn
 from torch.amp import GradScaler
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from coursekit.drawing import domain
 from coursekit.scenarios import mistake, scenario
 from coursekit.training_stack import Checkpointed, run_ddp, stack_net
+
+domain("08-ex1", "models with Linear layers at any depth under nested names, no, one or two "
+                 "checkpointed blocks (either use_reentrant), scales that change or stay, "
+                 "batches of one or more")
+domain("08-ex2", "networks whose gradients fill one or several buckets, run in two processes for "
+                 "three passes")
+domain("08-ex3", "models with nested blocks, a NaN or an infinity in the forward or the backward "
+                 "pass at the first step or a later one, runs that stay finite")
 
 
 def _size(rng, low, high):

@@ -42,6 +42,7 @@ from coursekit.notebook import exercise_of
 from autograder.nbgrader_glue import cells as cells_
 from autograder.sandbox.policy import SandboxPolicy
 from autograder.text import one_line
+from autograder.trusted.domains import add_domain_line, declared
 from autograder.trusted.messages import collect
 from autograder.trusted.notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME, checks_stopped,
                                       checks_stopped_output, died_detail, died_output,
@@ -331,6 +332,7 @@ class ForkedExecute(NbGraderPreprocessor):
             stop = [o for o in cell.outputs if run.cell == index and o.get("ename") in
                     _STOP_ENAMES.get(run.outcome, ())]
             verdict_outputs(cell, exercise, checks, run)
+            add_domain_line(cell, declared(lesson.source).get(exercise))
             cell.outputs = stop + list(cell.outputs)
             stops[:] = [s for s in stops if s.index != index or stop]
         if stopped:  # the first test cell says that checking the answers stopped, and why
@@ -347,4 +349,6 @@ def host_config(policy: SandboxPolicy, preload: list[str] = ()) -> dict:
     return {"policy": policy.to_dict(),
             "preload": list(dict.fromkeys(["torch", "numpy", "matplotlib.pyplot", "coursekit",
                                            "coursekit.checks", "coursekit.scenarios",
+                                           "coursekit.drawing", "hypothesis",
+                                           "hypothesis.strategies",
                                            *preload]))}

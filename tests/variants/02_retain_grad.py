@@ -404,4 +404,15 @@ def chain_gradients(values, factors):
     h.pow(2).sum().backward()
     return [s.grad for s in steps]
 '''),
+    # ------------------------------------- issue 32, item 3: inputs from the whole domain
+    # h³ written as exp(3 log h): right for h > 0 (every value the old draws made), NaN where
+    # an entry is zero, which the task allows.
+    dict(exercise="02-ex1", name="cube-through-log", expect="fail", mistake=None, source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    torch.exp(3 * torch.log(h)).sum().backward()
+    return h.grad
+'''),
 ]

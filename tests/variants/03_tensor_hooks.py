@@ -359,4 +359,22 @@ def sgd_in_backward(params, lr):
         handles.append(param.register_post_accumulate_grad_hook(step))
     return handles
 '''),
+    # ------------------------------------- issue 32, item 3: inputs from the whole domain
+    # The learning rate kept in a module-level dict: right while one set of parameters is
+    # registered, wrong for the first set once a second registers with another rate.
+    dict(exercise="03-ex3", name="lr-in-a-module-level-dict", expect="fail", mistake=None,
+         source='''
+SETTINGS = {}
+
+
+def sgd_in_backward(params, lr):
+    SETTINGS["lr"] = lr
+
+    def step(param):
+        with torch.no_grad():
+            param -= SETTINGS["lr"] * param.grad
+        param.grad = None
+
+    return [p.register_post_accumulate_grad_hook(step) for p in params]
+'''),
 ]

@@ -751,4 +751,21 @@ class ClipGradient(Function):
     def backward(ctx, grad_output):
         return grad_output.clamp(max=ctx.bound), None
 '''),
+    # ------------------------------------- issue 32, item 3: inputs from the whole domain
+    # σ′ in its ratio form e^-x / (1 + e^-x)²: right wherever exp(-x) is finite, NaN for
+    # x < -88 in float32 (inf / inf), which the task allows.
+    dict(exercise="05-ex1", name="ratio-form-of-the-sigmoid-derivative", expect="fail",
+         mistake=None, source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        e = torch.exp(-x)
+        return grad_output * (1 / (1 + e) + x * e / (1 + e) ** 2)
+'''),
 ]

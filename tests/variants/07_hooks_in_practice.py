@@ -673,4 +673,50 @@ def float16_hooks(min_elements):
 
     return pack, unpack, counts
 '''),
+    # ------------------------------------- issue 32, item 3: inputs from the whole domain
+    # Layers chosen by their name (fc…) instead of their type: right on every model whose Linear
+    # children are called fc1, fc2, … (deep_mlp, shape_cnn's "fc"), wrong on other names.
+    dict(exercise="07-ex1", name="linear-layers-by-name", expect="fail", mistake=None,
+         source='''
+def output_grad_norms(model, images, labels):
+    norms, handles = {}, []
+    order = [name for name, _ in model.named_children() if name.startswith("fc")]
+
+    def make(name):
+        def forward_hook(module, inputs, output):
+            def tensor_hook(grad):
+                norms[name] = grad.norm().item()
+            output.register_hook(tensor_hook)
+        return forward_hook
+
+    for name in order:
+        handles.append(model.get_submodule(name).register_forward_hook(make(name)))
+    F.cross_entropy(model(images), labels).backward()
+    for handle in handles:
+        handle.remove()
+    return {name: norms[name] for name in order}
+
+
+def steepest_drop(norms):
+    names = list(norms)
+    ratios = {names[k]: norms[names[k]] / norms[names[k + 1]] for k in range(len(names) - 1)}
+    return min(ratios, key=ratios.get)
+'''),
+    # The settings kept in a module-level dict: right for one model, wrong for the first model
+    # once a second one is attached with other settings.
+    dict(exercise="07-ex3", name="settings-in-a-module-level-dict", expect="fail", mistake=None,
+         source='''
+SETTINGS = {}
+
+
+def attach_sgd_hooks(model, lr, weight_decay):
+    SETTINGS.update(lr=lr, weight_decay=weight_decay)
+
+    def step(p):
+        with torch.no_grad():
+            p -= SETTINGS["lr"] * (p.grad + SETTINGS["weight_decay"] * p)
+        p.grad = None
+
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
 ]
