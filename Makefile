@@ -12,7 +12,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WORK ?= $(CURDIR)/work
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
-.PHONY: setup lab reset lab-solutions formgrader test test-fast test-hub test-dask release outputs lock clean
+.PHONY: setup lab reset lab-solutions formgrader test test-fast lint test-hub test-dask release outputs lock clean
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date); then one line that the course and the grader's sandbox are ready, or a note for instructors when the sandbox cannot run here
 setup: $(STAMP)
@@ -66,8 +66,8 @@ $(AXE):
 test: setup $(if $(shell command -v npm),$(AXE))
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## test-fast: the unit tests only: no notebook run, no grader started (under a minute)
-test-fast: setup
+## test-fast: ruff, then the unit tests only: no notebook run, no grader started (under a minute)
+test-fast: setup lint
 	$(BIN)/python -m pytest $(FAST_TESTS) $(PYTEST_ARGS)
 
 # The test files of test-fast, kept here only. A file belongs in it when none of its tests
@@ -79,6 +79,10 @@ FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,checks cluster_settings cl
 	messages module_plots notebook_structure conventions intake_units patches report status tasks \
 	verdicts withhold_hidden fast_tests lesson_text memory_bounds onsubmit_batch onsubmit_hostile \
 	sandbox_leaks))
+
+## lint: ruff over the tree, with the rules in pyproject.toml
+lint: setup
+	$(BIN)/ruff check .
 
 ## test-hub: the class JupyterHub's end-to-end tests (a few minutes; needs hub/node_modules: cd hub && npm ci)
 test-hub: setup

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-import nbformat  # noqa: E402
-from nbformat.v4 import new_code_cell, new_notebook  # noqa: E402
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.intake.collect import collect  # noqa: E402
-from autograder.trusted.outputs import clean_done  # noqa: E402
+from autograder.demo import Lessons, _write
+from autograder.intake.collect import collect
+from autograder.trusted.outputs import clean_done
 
 A = fixture_course.LESSON_A
 

@@ -700,7 +700,7 @@ REGRADED = ("aa-honest-1", "blank", "coursekit", "daemon", "delete")
 
 @pytest.fixture(scope="module")
 def regraded(attacked):
-    base, course = attacked["base"], attacked["course"]
+    base = attacked["base"]
     again = base / "again"
     for student in REGRADED:
         shutil.copytree(attacked["classes"] / student, again / student)

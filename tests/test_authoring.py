@@ -24,7 +24,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
 A = fixture_course.LESSON_A
 DOC = COURSE_ROOT / "docs" / "AUTHORING.md"

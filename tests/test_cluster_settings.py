@@ -13,8 +13,8 @@ import pytest
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub.settings import ConfigError  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub.settings import ConfigError
 
 
 def _load(tmp_path, feedback: str):

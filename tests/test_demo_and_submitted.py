@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
+from autograder.demo import Lessons, _write
 
 A, B = fixture_course.LESSONS
 STAMP = "2024-01-02 03:04:05.000000 UTC"

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from conftest import LESSONS, read_notebook, solution_path
 
 DOCUMENTED = json.loads((Path(__file__).parent / "fixtures" / "documented_values.json").read_text())

@@ -26,9 +26,9 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons  # noqa: E402
+from autograder.demo import Lessons
 
 pytestmark = pytest.mark.slow
 

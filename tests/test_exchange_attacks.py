@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import pwd
 import resource
 import secrets
 import shutil
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
 LESSON = fixture_course.LESSON_A
 COURSE_ID = "autograd-hooks"

@@ -26,9 +26,9 @@ import browser_support as lab_page
 from browser_support import REPO_ROOT, free_port, require_chromium, screenshot, venv_env
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from test_feedback_html import HOSTILE_ANSWER, hostile_markdown  # noqa: E402
+from test_feedback_html import HOSTILE_ANSWER, hostile_markdown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -15,11 +15,11 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.__main__ import memory_size  # noqa: E402
-from autograder.feedback.render import HideTestTracebacks  # noqa: E402
-from autograder.outputs import Progress  # noqa: E402
+from autograder.__main__ import memory_size
+from autograder.feedback.render import HideTestTracebacks
+from autograder.outputs import Progress
 from autograder.intake.collect import collect, pick_newest, recognise_lesson
 from autograder.intake.validate import check, read_notebook
 

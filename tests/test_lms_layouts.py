@@ -16,12 +16,12 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons  # noqa: E402
-from autograder.intake.collect import collect, pick_newest  # noqa: E402
-from autograder.intake.lms import clean_id  # noqa: E402
-from autograder.intake.roster import apply_roster, read_roster, student_records  # noqa: E402
+from autograder.demo import Lessons
+from autograder.intake.collect import collect, pick_newest
+from autograder.intake.lms import clean_id
+from autograder.intake.roster import apply_roster, read_roster, student_records
 
 A, B = fixture_course.LESSONS
 LESSONS = list(fixture_course.LESSONS)

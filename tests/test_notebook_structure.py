@@ -6,7 +6,6 @@ import re
 from collections import Counter
 
 import nbformat
-import pytest
 
 from autograder.release import NAV_TAG
 from conftest import LESSONS, SPEC_EXAMPLES, read_notebook, solution_path, student_path

@@ -16,10 +16,10 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons  # noqa: E402
-from autograder.intake.roster import renamed_students  # noqa: E402
+from autograder.demo import Lessons
+from autograder.intake.roster import renamed_students
 
 A = fixture_course.LESSON_A
 
