@@ -1,8 +1,12 @@
-"""Shared fixtures: where the course lives and how to read its notebooks."""
+"""Shared fixtures: where the course lives and how to read its notebooks; and the guard that
+keeps a test file marked `fast` (`make test-fast`) from starting a grader, a notebook, the hub
+or a browser."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import nbformat
@@ -29,3 +33,88 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
 @pytest.fixture(params=LESSONS)
 def lesson(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+# What a program's command line starts, by the words that name it: a fast test starts none.
+_SLOW_PROGRAMS = {
+    "autograder.runner.host": "a runner host (it runs notebooks' cells)",
+    "ipykernel_launcher": "a notebook's kernel",
+    "ipykernel": "a notebook's kernel",
+    "jupyter": "Jupyter",
+    "jupyter-lab": "JupyterLab",
+    "jupyter-nbconvert": "a notebook run by nbconvert",
+    "jupyterhub": "the class hub",
+    "jupyterhub-singleuser": "a hub's notebook server",
+    "nbgrader": "nbgrader",
+    "chromium": "a browser",
+    "dask": "a Dask cluster",
+    "pytest": "a test suite",
+}
+_GRADING_COMMANDS = {"grade", "demo", "execute"}
+
+
+def slow_program(argv: list[str]) -> str | None:
+    """What the command line `argv` starts when that makes a test slow (a grader, a notebook,
+    the hub, a browser, another test run), else None: by its program, or the module that
+    `python -m` runs."""
+    if not argv:
+        return None
+    program = os.path.basename(argv[0])
+    if program in _SLOW_PROGRAMS:
+        return _SLOW_PROGRAMS[program]
+    if "-m" in argv[1:-1]:
+        at = argv.index("-m", 1)
+        module, command = argv[at + 1], argv[at + 2:at + 3]
+        if module in _SLOW_PROGRAMS:
+            return _SLOW_PROGRAMS[module]
+        if module == "autograder" and _GRADING_COMMANDS & set(command):
+            return f"the grading command (autograder {command[0]})"
+    return None
+
+
+_WATCHING: list[list[list[str]]] = []
+
+
+def _record_programs(event: str, args: tuple) -> None:
+    if not _WATCHING:
+        return
+    if event == "subprocess.Popen":
+        argv = args[1]
+    elif event in ("os.posix_spawn", "os.exec"):
+        argv = args[1]
+    else:
+        return
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        argv = os.fsdecode(argv).split()  # shell=True: the words of the line
+    argv = [os.fsdecode(word) if isinstance(word, (bytes, os.PathLike)) else str(word)
+            for word in argv or ()]
+    for started in _WATCHING:
+        started.append(argv)
+
+
+sys.addaudithook(_record_programs)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_nothing_slow(request: pytest.FixtureRequest):
+    """A test of a file marked `fast` fails when it started a grader, a notebook's kernel or
+    runner host, the hub, a browser or another test run: that file belongs out of test-fast
+    (or that test, marked `slow`, which test-fast leaves out)."""
+    node = request.node
+    if node.get_closest_marker("fast") is None or node.get_closest_marker("slow") is not None:
+        yield
+        return
+    started: list[list[str]] = []
+    _WATCHING.append(started)
+    try:
+        yield
+    finally:
+        _WATCHING.remove(started)
+    slow = [(what, argv) for argv in started if (what := slow_program(argv))]
+    if slow:
+        what, argv = slow[0]
+        pytest.fail(f"{request.node.nodeid} is in a file marked fast (its pytestmark) yet started "
+                    f"{what}: {' '.join(argv)[:300]}. Take the fast marker off that file "
+                    "or mark this test slow (make test-fast runs no notebook, grader, hub or "
+                    "browser).", pytrace=False)
+

@@ -16,6 +16,8 @@ sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
 from coursehub import settings as class_settings
 from coursehub.settings import ConfigError
 
+pytestmark = pytest.mark.fast
+
 
 def _load(tmp_path, feedback: str):
     path = tmp_path / "class.toml"

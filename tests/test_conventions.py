@@ -11,6 +11,8 @@ import pytest
 from autograder.text import one_line
 from coursekit.notebook import CellId, exercise_number, exercise_of, parse_cell_id
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

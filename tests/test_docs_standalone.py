@@ -8,7 +8,11 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from conftest import COURSE_ROOT
+
+pytestmark = pytest.mark.fast
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DOCS = COURSE_ROOT / "docs"

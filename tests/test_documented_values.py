@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import LESSONS, read_notebook, solution_path
+
+pytestmark = pytest.mark.fast
 
 DOCUMENTED = json.loads((Path(__file__).parent / "fixtures" / "documented_values.json").read_text())
 

@@ -2,7 +2,11 @@
 
 import re
 
+import pytest
+
 from conftest import COURSE_ROOT
+
+pytestmark = pytest.mark.fast
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-\[\]]+)==([^\s;#]+)")
 

@@ -9,6 +9,8 @@ import pytest
 
 from coursekit.hook_plots import HOOK_COLOURS, plot_hook_order
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(autouse=True)
 def close_figures():

@@ -11,6 +11,8 @@ from matplotlib.patches import Rectangle
 
 from coursekit.jacobian_plots import plot_jacobian
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(autouse=True)
 def close_figures():

@@ -6,6 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("autograder", "coursekit")
 MAX_LINES = 500

@@ -9,6 +9,8 @@ import pytest
 
 from coursekit.module_plots import plot_by_name, stage_of
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(autouse=True)
 def close_figures():

@@ -6,10 +6,13 @@ import re
 from collections import Counter
 
 import nbformat
+import pytest
 
 from autograder.release import NAV_TAG
 from conftest import LESSONS, SPEC_EXAMPLES, read_notebook, solution_path, student_path
 from notebook_support import answer_cells, graded_cells, grading, without_hidden_tests
+
+pytestmark = pytest.mark.fast
 
 POINTS_ADDED = re.compile(r"(?m)(?<=\S) \(\d+ points?\)$")
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")

@@ -11,9 +11,13 @@ import html
 import re
 from pathlib import Path
 
+import pytest
+
 from autograder.tasks import Result
 from autograder.report.class_report import ITEMS_HEADER, analyse, write_report
 from autograder.intake.roster import RosterEntry, RosterReport
+
+pytestmark = pytest.mark.fast
 
 L3, L6 = "03_tensor_hooks", "06_module_hooks"
 NONE_MISTAKE = "hook returned None instead of the gradient"
