@@ -1,5 +1,6 @@
-"""Attacks on what the refactor of issue 25 moved: intake, the text cleaner, the parser, the
-pages and the exports. Each test was seen to fail on the code before its fix."""
+"""Attacks on what the refactor that made the trust boundary a folder layout moved: intake,
+the text cleaner, the parser, the pages and the exports. Each test was seen to fail on the
+code before its fix."""
 
 from __future__ import annotations
 

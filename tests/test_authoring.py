@@ -1,5 +1,5 @@
-"""docs/AUTHORING.md's "Scenarios" section (issue 12 item 6): adding an exercise needs no change
-to the grading code, and the worked example it quotes is the real exercise.
+"""docs/AUTHORING.md's "Scenarios" section: adding an exercise needs no change to
+the grading code, and the worked example it quotes is the real exercise.
 
 `test_a_new_exercise_grades_without_touching_the_grader` copies the fixture course
 (tests/fixtures/grading), adds a third exercise to its lesson A exactly as the section says

@@ -1,4 +1,4 @@
-"""The class hub's `[feedback] cluster` (hub/lib/coursehub/settings.py, issue 30): only a TLS
+"""The class hub's `[feedback] cluster` (hub/lib/coursehub/settings.py): only a TLS
 scheduler on another machine. A scheduler students' servers can reach (on the one-machine hub,
 any address of the hub's own machine) hands them its workers, with the course secret and the
 solutions they hold."""

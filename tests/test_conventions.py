@@ -1,5 +1,5 @@
 """One parser of the exercise cells' grade ids, one `one_line`, and no import circle between the
-student tooling's modules (issue 25)."""
+student tooling's modules."""
 
 from __future__ import annotations
 

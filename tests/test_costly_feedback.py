@@ -1,4 +1,4 @@
-"""What a notebook's text may cost the grader's feedback page (issue 21, items 11 and 12).
+"""What a notebook's text may cost the grader's feedback page.
 
 Colour codes: nbconvert's ANSI converter copies the rest of an output at each escape sequence,
 so four cells of escapes took minutes and a 74 MB page. Markdown: mistune searches the rest of

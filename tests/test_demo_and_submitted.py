@@ -1,4 +1,4 @@
-"""The demo apart, and grading the course's own submitted/ (issue 15, item 5): `make demo`
+"""The demo apart, and grading the course's own submitted/: `make demo`
 grades its class in a course folder of its own (demo/course, its own gradebook), never the
 course's gradebook; grading submitted/ grades what is new or changed since the last run and
 says so (once), regrades what the gradebook lost, and does not list nbgrader's timestamp.txt

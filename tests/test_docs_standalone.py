@@ -1,4 +1,4 @@
-"""The maintainers' docs stand alone in a clone (issue 15 item 8): docs/EXAMPLES.md lists every
+"""The maintainers' docs stand alone in a clone: docs/EXAMPLES.md lists every
 worked example of every lesson with the values the tests check, and no doc sends the reader to
 a file the repository does not have."""
 

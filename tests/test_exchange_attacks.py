@@ -1,4 +1,4 @@
-"""Students who attack the exchange (issue 21, items 5 to 7), as real accounts made for the test.
+"""Students who attack the exchange, as real accounts made for the test.
 
 Each attacker files a submission in the exchange's inbound as themselves, next to two honest
 students: links to an instructor's solution, to the course's secret, to a classmate's

@@ -1,5 +1,5 @@
 """Grades out: `python -m autograder export --to canvas|moodle|csv` from nbgrader's gradebook,
-manual grades and late penalties included, checked column by column (issue 15, item 3).
+manual grades and late penalties included, checked column by column.
 
 The gradebook is filled with nbgrader's own API (lessons registered as grading registers
 them, submissions with automatic scores, a manual override, a late penalty), without grading.

@@ -1,4 +1,4 @@
-"""Grading a class end to end through `python -m autograder grade` (issue 6).
+"""Grading a class end to end through `python -m autograder grade`.
 
 One class holds every case the grader must survive: correct, partly right and blank students,
 and the broken submissions of real classes (invalid JSON, another lesson's notebook, deleted

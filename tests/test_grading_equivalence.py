@@ -1,4 +1,4 @@
-"""The fast engine grades exactly as plain `nbgrader autograde` does (issue 7).
+"""The fast engine grades exactly as plain `nbgrader autograde` does.
 
 The same small class is graded twice, each time in its own copy of the fixture course: with
 the default engine (warm workers, a forked process per notebook, nbgrader's Autograde

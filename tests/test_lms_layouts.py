@@ -1,7 +1,7 @@
 """Exports of learning systems in, one student each: Canvas's flat download, Moodle's folders,
 Blackboard's attempts, from real-looking zips built here; clean student ids; never two students
 merged (a folder of several students' notebooks is refused, naming its files); a roster's ids,
-names and emails. One class is graded end to end through the command (issue 15, item 2)."""
+names and emails. One class is graded end to end through the command."""
 
 from __future__ import annotations
 

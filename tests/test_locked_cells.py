@@ -1,4 +1,4 @@
-"""Read-only cells in autograding (issue 15, item 6): no "Attribute 'checksum' ... has changed!"
+"""Read-only cells in autograding: no "Attribute 'checksum' ... has changed!"
 for a test cell the student never touched; a real edit is still reported, and restored.
 
 The cause: generate_assignment records a test cell's checksum in the gradebook before it cuts

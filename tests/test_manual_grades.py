@@ -1,4 +1,4 @@
-"""Manual grades belong to the submission they were given to (issue 21, item 4).
+"""Manual grades belong to the submission they were given to.
 
 Points an instructor gives by hand in the formgrader (nbgrader's Grade.manual_score and
 Comment.manual_comment) stay while the same notebook is graded again, and are dropped, and

@@ -1,4 +1,4 @@
-"""Robust inputs (issue 11, item 4, the reading side): whatever a file is (JSON nested 100,000
+"""Robust inputs, on the reading side: whatever a file is (JSON nested 100,000
 deep, 10,000 cells, 100 MB of output, bytes that are not UTF-8, lone surrogates, a FIFO), it
 becomes its row's `invalid` with a reason and the rest of the class is graded; a symbolic link
 in SUBMISSIONS (to /etc/passwd, to solutions/) is never followed, nor a zip's link or path out;

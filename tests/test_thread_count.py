@@ -1,4 +1,4 @@
-"""The stored outputs do not depend on the CPU (issue 33 item 4): each solution notebook, run
+"""The stored outputs do not depend on the CPU: each solution notebook, run
 again by nbval with another number of torch threads than the default, gives the stored text.
 Floating-point sums change their last digits with the thread count as they do with the CPU, so
 a lesson that prints digits only one machine agrees on fails here."""
