@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -33,6 +35,60 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
 @pytest.fixture(params=LESSONS)
 def lesson(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+# The stored outputs must not depend on the CPU: floating-point sums change their last digits
+# with torch's thread count as they do with the CPU. So the suite's nbval run of solutions/ gives
+# each notebook's kernel another thread count than the default (one thread a core): one, or two
+# on a one-core machine. A lesson that prints digits only one machine agrees on fails there; print
+# such values rounded to what every CPU agrees on. (A lesson that sets its thread count itself,
+# as 07 does for its training runs, keeps its own.)
+def other_thread_count() -> int:
+    """One torch thread, or two where the default is one."""
+    import torch
+
+    return 1 if torch.get_num_threads() > 1 else 2
+
+
+def ipython_dir_with_threads(where: Path, threads: int) -> Path:
+    """An IPYTHONDIR whose start-up file sets torch's thread count in every kernel started with
+    it, before the notebook's first cell."""
+    startup = where / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    (startup / "00-threads.py").write_text(f"import torch\ntorch.set_num_threads({threads})\n")
+    return where
+
+
+class _SolutionKernelsThreads:
+    """Starts the kernels of nbval's run of solutions/ with IPYTHONDIR set to
+    ipython_dir_with_threads (those kernels only: nothing else sees it)."""
+
+    folder: Path | None = None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item):
+        if item.path.suffix != ".ipynb" or COURSE_ROOT / "solutions" not in item.path.parents:
+            return (yield)
+        if self.folder is None:
+            self.folder = ipython_dir_with_threads(
+                Path(tempfile.mkdtemp(prefix="nbval-threads-")), other_thread_count())
+        before = os.environ.get("IPYTHONDIR")
+        os.environ["IPYTHONDIR"] = str(self.folder)  # a notebook's kernel starts with its first cell
+        try:
+            return (yield)
+        finally:
+            if before is None:
+                os.environ.pop("IPYTHONDIR", None)
+            else:
+                os.environ["IPYTHONDIR"] = before
+
+    def pytest_unconfigure(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_SolutionKernelsThreads(), "solution-kernels-threads")
 
 
 # What a program's command line starts, by the words that name it: a fast test starts none.
