@@ -1,6 +1,6 @@
-"""Shared fixtures: where the course lives and how to read its notebooks; and the guard that
-keeps a test file marked `fast` (`make test-fast`) from starting a grader, a notebook, the hub
-or a browser."""
+"""Shared fixtures: where the course lives and how to read its notebooks; the guard that keeps
+a test file marked `fast` (`make test-fast`) from starting a grader, a notebook, the hub or a
+browser; the thread count of nbval's kernels; and how xdist's two workers share the suite."""
 
 from __future__ import annotations
 
@@ -89,6 +89,13 @@ class _SolutionKernelsThreads:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_SolutionKernelsThreads(), "solution-kernels-threads")
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        config.stash[_UNITS_FILE] = Path(tempfile.mkdtemp(prefix="xdist-units-")) / "units.json"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _UNITS_FILE in config.stash:
+        shutil.rmtree(config.stash[_UNITS_FILE].parent, ignore_errors=True)
 
 
 # What a program's command line starts, by the words that name it: a fast test starts none.
@@ -174,3 +181,94 @@ def _fast_tests_start_nothing_slow(request: pytest.FixtureRequest):
                     "or mark this test slow (make test-fast runs no notebook, grader, hub or "
                     "browser).", pytrace=False)
 
+
+# Sharing the suite between pytest-xdist's two workers (pyproject.toml: `-n 2 --dist
+# loadscope`, with the scheduler below). A unit of work runs whole on one worker, in its order:
+# a test file, so that its module-scoped fixtures (a graded class, a server) and module-level
+# caches are built once, and an nbval notebook, whose cells share one kernel. A test that takes
+# a `lesson` and no fixture wider than a test is a unit of its own instead: a file of eight
+# lessons' tests runs on both workers (their helpers' per-lesson caches are built at most once
+# on each). (xdist's own `--dist loadgroup` cannot group them here: it marks a test's group in
+# its id, which pytest 9 no longer lets a plugin change.)
+_SHARED_SCOPES = {"class", "module", "package"}
+_UNITS_FILE = pytest.StashKey[Path]()
+
+
+def unit_of(item: pytest.Item) -> str:
+    """The unit of work that `item` runs in: its file, or itself."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and isinstance(callspec.params.get("lesson"), str):
+        definitions = getattr(item, "_fixtureinfo", None)
+        if definitions is not None and not any(
+                definition.scope in _SHARED_SCOPES
+                for defs in definitions.name2fixturedefs.values() for definition in defs):
+            return item.nodeid
+    return item.nodeid.split("::")[0]
+
+
+# The units that take longest, longest first: each worker takes the next unit as it finishes
+# one, so the longest start first and the short ones fill the end. One not named here comes
+# after them, in the order pytest collected it. Measured with benchmarks/suite_times.py (which
+# prints this list from a run's times) on the course's two-core machine, under load; the last
+# six, which that run had not reached, are the other files that grade whole classes.
+LONGEST_FIRST = [
+    "solutions/07_hooks_in_practice/07_hooks_in_practice.ipynb",
+    "tests/test_grading.py",
+    "tests/test_misconceptions_grading.py",
+    "tests/test_attacks_sandbox.py",
+    "tests/test_release.py",
+    "tests/test_scenarios.py::test_every_mistake_is_told_apart_from_the_reference"
+    "[08_hooks_in_a_training_stack-08-ex2]",
+    "tests/test_browser.py",
+    "tests/test_scenarios.py::test_reference_passes_and_blank_fails[06_module_hooks-06-ex1]",
+    "tests/test_scenarios.py::test_variant[08-ex2-torch-default-hook]",
+    "tests/test_scenarios.py::test_variant[08-ex2-norm-after-average]",
+    "tests/test_scenarios.py::test_reference_passes_and_blank_fails"
+    "[08_hooks_in_a_training_stack-08-ex2]",
+    "tests/test_scenarios.py::test_variant[08-ex2-norm-as-tensor]",
+    "tests/test_scenarios.py::test_variant[08-ex2-divide-in-then]",
+    "tests/test_scenarios.py::test_variant[08-ex2-returns-none]",
+    "tests/test_attacks_verdicts.py",
+    "tests/test_attacks_confinement.py",
+    "tests/test_formgrader_browser.py",
+    "tests/test_exchange.py",
+    "tests/test_grading_equivalence.py",
+    "tests/test_manual_grades.py",
+]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests in the order the workers take them (LONGEST_FIRST first); a worker also
+    writes each test's unit for the scheduler (the same on every worker)."""
+    rank = {unit: index for index, unit in enumerate(LONGEST_FIRST)}
+    units = {item.nodeid: unit_of(item) for item in items}
+    order = {item.nodeid: (rank.get(units[item.nodeid], len(rank)), index)
+             for index, item in enumerate(items)}
+    items.sort(key=lambda item: order[item.nodeid])
+    target = getattr(config, "workerinput", {}).get("units_file")
+    if target and config.workerinput.get("workerid") == "gw0":
+        Path(target).write_text(json.dumps(units), encoding="utf-8")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """(xdist, in the controller) where the workers write the tests' units."""
+    node.workerinput["units_file"] = str(node.config.stash[_UNITS_FILE])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        """xdist's loadscope, with the units of unit_of as its scopes."""
+
+        units: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.units is None:  # written before the workers reported their collection
+                self.units = json.loads(config.stash[_UNITS_FILE].read_text(encoding="utf-8"))
+            return self.units.get(nodeid) or nodeid.split("::")[0]
+
+    return ByUnit(config, log)

@@ -5,7 +5,8 @@ formgrader.
 Headless Debian Chromium driven by Playwright for Python. Screenshots of each step go to
 test-artifacts/browser/; with UPDATE_DOCS_IMAGES=1, the start page, a failing check and
 Validate's dialog also go to docs/images/ (the README shows them). All browser tests live in this one file, so that
-pytest-xdist's `--dist loadfile` runs them in one worker, one after the other.
+one pytest-xdist worker runs them, one after the other (tests/conftest.py keeps a file's tests
+together when they share a module-scoped fixture, as these do).
 """
 
 from __future__ import annotations

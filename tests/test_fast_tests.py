@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import COURSE_ROOT, slow_program
+from conftest import COURSE_ROOT, LONGEST_FIRST, slow_program, unit_of
 
 pytestmark = pytest.mark.fast
 
@@ -111,3 +111,29 @@ def test_the_guard_sees_a_fast_test_start_a_program():
     before = len(_WATCHING[-1])
     subprocess.run([sys.executable, "-c", "pass"], check=True)
     assert _WATCHING[-1][before:] == [[sys.executable, "-c", "pass"]]
+
+
+# How xdist's workers share the suite (tests/conftest.py): these tests check unit_of on themselves.
+def test_a_lesson_s_test_without_a_wider_fixture_is_a_unit_of_its_own(lesson, request):
+    assert unit_of(request.node) == request.node.nodeid
+
+
+@pytest.fixture(scope="module")
+def shared_by_the_file():
+    return {}
+
+
+def test_a_lesson_s_test_with_a_module_fixture_runs_with_its_file(lesson, shared_by_the_file,
+                                                                  request):
+    shared_by_the_file[lesson] = True
+    assert unit_of(request.node) == "tests/test_fast_tests.py"
+
+
+def test_a_test_without_a_lesson_runs_with_its_file(request):
+    assert unit_of(request.node) == "tests/test_fast_tests.py"
+
+
+def test_the_longest_units_name_files_that_are_there():
+    missing = [unit for unit in LONGEST_FIRST
+               if not (COURSE_ROOT / unit.split("::")[0]).is_file()]
+    assert not missing, f"LONGEST_FIRST names what is no longer there: {missing}"
