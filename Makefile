@@ -12,7 +12,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 WORK ?= $(CURDIR)/work
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
-.PHONY: setup lab reset lab-solutions formgrader test test-fast test-hub test-dask release outputs lock clean
+.PHONY: setup lab reset lab-solutions formgrader test test-fast lint test-hub test-dask release outputs lock clean
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date); then one line that the course and the grader's sandbox are ready, or a note for instructors when the sandbox cannot run here
 setup: $(STAMP)
@@ -66,19 +66,22 @@ $(AXE):
 test: setup $(if $(shell command -v npm),$(AXE))
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## test-fast: the unit tests only: no notebook run, no grader started (under a minute)
-test-fast: setup
-	$(BIN)/python -m pytest $(FAST_TESTS) $(PYTEST_ARGS)
+## test-fast: the unit tests only (the files marked `fast`): no notebook run, no grader started (under a minute); ruff first
+test-fast: setup lint
+	$(BIN)/python -m pytest -m "fast and not slow" $(FAST_FILES) $(PYTEST_ARGS)
 
-# The test files of test-fast, kept here only. A file belongs in it when none of its tests
+# A test file is a fast one when it sets `pytestmark = pytest.mark.fast`: none of its tests
 # runs a notebook, starts a grader or the hub, or trains a model, and each takes a few seconds
-# at most; a new one goes in by hand (`--durations` in the suite's output shows when one has
-# grown slow; tests/test_fast_tests.py holds the files checked so far to their place).
-FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,checks cluster_settings cluster_units docs_standalone \
-	documented_values environment grading_units hints hook_plots jacobian_plots layout \
-	messages module_plots notebook_structure conventions intake_units patches report status tasks \
-	verdicts withhold_hidden fast_tests lesson_text memory_bounds onsubmit_batch onsubmit_hostile \
-	sandbox_leaks))
+# at most, but for a test marked `slow` of its own, which test-fast leaves to `make test`
+# (`--durations` in the suite's output shows when one has grown slow; tests/test_fast_tests.py
+# holds the files to their place, and a fast file's test that starts a grader, a notebook's
+# kernel or runner host, the hub or a browser fails, unless marked slow). Only the files that set the marker are
+# collected: collecting the others would import the hub, the browser and Dask for nothing.
+FAST_FILES = $(shell grep -l '^pytestmark = .*pytest\.mark\.fast' tests/test_*.py)
+
+## lint: ruff over the tree, with the rules in pyproject.toml
+lint: setup
+	$(BIN)/ruff check .
 
 ## test-hub: the class JupyterHub's end-to-end tests (a few minutes; needs hub/node_modules: cd hub && npm ci)
 test-hub: setup

@@ -32,10 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from autograder.feedback import budget  # noqa: E402
-from autograder.feedback.cleaning import clean_html  # noqa: E402
-from autograder.feedback.render import FeedbackHTMLExporter  # noqa: E402
-from autograder.trusted.outputs import clean_output as _clean_output  # noqa: E402
+from autograder.feedback import budget
+from autograder.feedback.cleaning import clean_html
+from autograder.feedback.render import FeedbackHTMLExporter
+from autograder.trusted.outputs import clean_output as _clean_output
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,10 +29,10 @@ from pathlib import Path
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from coursekit.practice import make_shapes, shape_cnn  # noqa: E402
+from coursekit.practice import make_shapes, shape_cnn
 
 
 def forward_and_grads(model, images, labels, hooks=None):

@@ -28,6 +28,7 @@ from autograder.nbgrader_glue import patches  # noqa: E402,F401 (first: a quicke
 
 import nbformat  # noqa: E402
 from nbconvert.preprocessors import Preprocessor  # noqa: E402
+from nbgrader.preprocessors import NbGraderPreprocessor  # noqa: E402
 
 from autograder.demo import build_demo_course  # noqa: E402
 from autograder.nbgrader_glue.gradebook import install_gradebook_lock  # noqa: E402

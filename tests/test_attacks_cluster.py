@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_grading_cluster import (HOLD_ENV, _grades, course, course_env, release,  # noqa: E402,F401
+from test_grading_cluster import (HOLD_ENV, _grades, course, course_env, release,  # noqa: F401
                                   rows, start_grading, wait_while_grading)
 
-from dask_cluster import Cluster  # noqa: E402
+from dask_cluster import Cluster
 
 pytestmark = pytest.mark.dask
 

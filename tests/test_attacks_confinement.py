@@ -1,4 +1,4 @@
-"""Attacks on the sandbox's system calls, keyrings and limits (issue 21, items 9 and 10).
+"""Attacks on the sandbox's system calls, keyrings and limits.
 
 One class of the fixture course's lesson A is graded twice through `python -m autograder
 grade`: as root (a cgroup per notebook) and as an unprivileged account made with `useradd`

@@ -5,7 +5,6 @@ with a given clock and recorded steps (tests/test_onsubmit.py)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -13,8 +12,8 @@ from conftest import COURSE_ROOT
 from test_onsubmit import L1, L2, T0, Recorder, by_name, mine, name
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub.onsubmit import DONE, PENDING, Queue, instructor_report, work  # noqa: E402
-from coursehub.settings import OnSubmit  # noqa: E402
+from coursehub.onsubmit import DONE, PENDING, Queue, instructor_report, work
+from coursehub.settings import OnSubmit
 
 COLLECT_SECONDS = 3.0  # what one `nbgrader collect` costs the service
 

@@ -1,5 +1,6 @@
-"""Attacks on what the refactor of issue 25 moved: intake, the text cleaner, the parser, the
-pages and the exports. Each test was seen to fail on the code before its fix."""
+"""Attacks on what the refactor that made the trust boundary a folder layout moved: intake,
+the text cleaner, the parser, the pages and the exports. Each test was seen to fail on the
+code before its fix."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-import nbformat  # noqa: E402
-from nbformat.v4 import new_code_cell, new_notebook  # noqa: E402
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.intake.collect import collect  # noqa: E402
-from autograder.trusted.outputs import clean_done  # noqa: E402
+from autograder.demo import Lessons, _write
+from autograder.intake.collect import collect
+from autograder.trusted.outputs import clean_done
 
 A = fixture_course.LESSON_A
 

@@ -1,4 +1,4 @@
-"""Attacks on the sandbox (issue 11): one class, each attack a student, graded once.
+"""Attacks on the sandbox: one class, each attack a student, graded once.
 
 The class of the fixture course's lesson A holds two honest students (answers written their
 own way, each with a marker comment), a blank one, and one student per attack. Every attack
@@ -700,7 +700,7 @@ REGRADED = ("aa-honest-1", "blank", "coursekit", "daemon", "delete")
 
 @pytest.fixture(scope="module")
 def regraded(attacked):
-    base, course = attacked["base"], attacked["course"]
+    base = attacked["base"]
     again = base / "again"
     for student in REGRADED:
         shutil.copytree(attacked["classes"] / student, again / student)

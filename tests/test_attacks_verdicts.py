@@ -1,4 +1,5 @@
-"""Attacks on the verdicts (issue 12): answers that solve nothing but try to be scored anyway.
+"""Attacks on the verdicts (decided outside the student's process): answers that solve nothing
+but try to be scored anyway.
 
 One class of the fixture course's lesson A, graded once through `python -m autograder grade`
 (in a throwaway PID namespace, see tests/attack_support.py): two honest students with the same

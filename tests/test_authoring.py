@@ -1,5 +1,5 @@
-"""docs/AUTHORING.md's "Scenarios" section (issue 12 item 6): adding an exercise needs no change
-to the grading code, and the worked example it quotes is the real exercise.
+"""docs/AUTHORING.md's "Scenarios" section: adding an exercise needs no change to
+the grading code, and the worked example it quotes is the real exercise.
 
 `test_a_new_exercise_grades_without_touching_the_grader` copies the fixture course
 (tests/fixtures/grading), adds a third exercise to its lesson A exactly as the section says
@@ -24,7 +24,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
 A = fixture_course.LESSON_A
 DOC = COURSE_ROOT / "docs" / "AUTHORING.md"

@@ -5,7 +5,8 @@ formgrader.
 Headless Debian Chromium driven by Playwright for Python. Screenshots of each step go to
 test-artifacts/browser/; with UPDATE_DOCS_IMAGES=1, the start page, a failing check and
 Validate's dialog also go to docs/images/ (the README shows them). All browser tests live in this one file, so that
-pytest-xdist's `--dist loadfile` runs them in one worker, one after the other.
+one pytest-xdist worker runs them, one after the other (tests/conftest.py keeps a file's tests
+together when they share a module-scoped fixture, as these do).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ START_PAGE = "START-HERE.md"
 PRACTICE = "01_leaf_and_intermediate/practice.ipynb"
 VALIDATE_SUCCESS = "Success! Your notebook passes all the tests."
 DOCS_IMAGES = REPO_ROOT / "docs" / "images"
-# A common laptop screen (issue 24 tried the course at this size).
+# A common laptop screen (the course was tried on one of this size).
 LAPTOP = {"width": 1366, "height": 768}
 # What axe-core checks in JupyterLab: the course's content (the start page; each cell of the
 # lesson in view: its rendered markdown and its outputs), not JupyterLab's own widgets. Left
@@ -395,7 +396,7 @@ def test_run_all_reaches_the_end_of_a_fresh_lesson(page, student_lab, lesson):
 
 
 def test_validate_shows_its_summary_first_under_its_own_heading(browser, student_lab):
-    """Issue 24 item 11: on a laptop's screen (1366x768), Validate's dialog opens with the
+    """On a laptop's screen (1366x768), Validate's dialog opens with the
     course's summary under a heading of its own, whole and without a sideways scroll; nbgrader's
     failing test cells follow under theirs."""
     lesson = LESSONS[1]

@@ -9,6 +9,8 @@ from coursekit.checks import (CheckFailed, check_equal, check_is_none, check_ten
                               diagnose)
 from coursekit.notebook import render_failure
 
+pytestmark = pytest.mark.fast
+
 
 def failure_message(check, *args, **kwargs) -> str:
     with pytest.raises(AssertionError) as info:

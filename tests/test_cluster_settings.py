@@ -1,4 +1,4 @@
-"""The class hub's `[feedback] cluster` (hub/lib/coursehub/settings.py, issue 30): only a TLS
+"""The class hub's `[feedback] cluster` (hub/lib/coursehub/settings.py): only a TLS
 scheduler on another machine. A scheduler students' servers can reach (on the one-machine hub,
 any address of the hub's own machine) hands them its workers, with the course secret and the
 solutions they hold."""
@@ -13,8 +13,10 @@ import pytest
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub.settings import ConfigError  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub.settings import ConfigError
+
+pytestmark = pytest.mark.fast
 
 
 def _load(tmp_path, feedback: str):

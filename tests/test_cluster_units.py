@@ -21,6 +21,8 @@ from autograder.dispatch.cluster_proof import proof_key, prove, proven, read_sec
 from autograder.dispatch.cluster_worker import ClusterError
 from autograder.tasks import GradingOptions, Task
 
+pytestmark = pytest.mark.fast
+
 
 def _course(dest):
     for name in ("scenarios", "solutions", "notebooks"):

@@ -1,5 +1,5 @@
 """One parser of the exercise cells' grade ids, one `one_line`, and no import circle between the
-student tooling's modules (issue 25)."""
+student tooling's modules."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pytest
 
 from autograder.text import one_line
 from coursekit.notebook import CellId, exercise_number, exercise_of, parse_cell_id
+
+pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""What a notebook's text may cost the grader's feedback page (issue 21, items 11 and 12).
+"""What a notebook's text may cost the grader's feedback page.
 
 Colour codes: nbconvert's ANSI converter copies the rest of an output at each escape sequence,
 so four cells of escapes took minutes and a 74 MB page. Markdown: mistune searches the rest of
@@ -23,14 +23,14 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.trusted.outputs import (ESCAPE_COST_BYTES, MAX_OUTPUT_ESCAPES,  # noqa: E402
+from autograder.trusted.outputs import (ESCAPE_COST_BYTES, MAX_OUTPUT_ESCAPES,
                                         clean_output as _clean_output,
                                         output_bytes as _output_bytes)
-from autograder.feedback.budget import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,  # noqa: E402
+from autograder.feedback.budget import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,
                                         MARKDOWN_CELL_WORK, MARKDOWN_NOTEBOOK_WORK, markdown_work)
-from autograder.feedback.render import FeedbackHTMLExporter  # noqa: E402
+from autograder.feedback.render import FeedbackHTMLExporter
 
 A = fixture_course.LESSON_A
 COLOURS = "\x1b[31mX\x1b[0m"

@@ -1,4 +1,4 @@
-"""The demo apart, and grading the course's own submitted/ (issue 15, item 5): `make demo`
+"""The demo apart, and grading the course's own submitted/: `make demo`
 grades its class in a course folder of its own (demo/course, its own gradebook), never the
 course's gradebook; grading submitted/ grades what is new or changed since the last run and
 says so (once), regrades what the gradebook lost, and does not list nbgrader's timestamp.txt
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
+from autograder.demo import Lessons, _write
 
 A, B = fixture_course.LESSONS
 STAMP = "2024-01-02 03:04:05.000000 UTC"

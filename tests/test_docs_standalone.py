@@ -1,4 +1,4 @@
-"""The maintainers' docs stand alone in a clone (issue 15 item 8): docs/EXAMPLES.md lists every
+"""The maintainers' docs stand alone in a clone: docs/EXAMPLES.md lists every
 worked example of every lesson with the values the tests check, and no doc sends the reader to
 a file the repository does not have."""
 
@@ -8,7 +8,11 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from conftest import COURSE_ROOT
+
+pytestmark = pytest.mark.fast
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DOCS = COURSE_ROOT / "docs"

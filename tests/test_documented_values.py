@@ -9,6 +9,8 @@ import pytest
 
 from conftest import LESSONS, read_notebook, solution_path
 
+pytestmark = pytest.mark.fast
+
 DOCUMENTED = json.loads((Path(__file__).parent / "fixtures" / "documented_values.json").read_text())
 
 

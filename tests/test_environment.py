@@ -2,7 +2,11 @@
 
 import re
 
+import pytest
+
 from conftest import COURSE_ROOT
+
+pytestmark = pytest.mark.fast
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-\[\]]+)==([^\s;#]+)")
 
@@ -31,8 +35,8 @@ def test_lock_holds_every_direct_requirement_at_its_version():
     locked = pins((COURSE_ROOT / "requirements.lock").read_text().splitlines())
     for name, version in pins(requirement_lines()).items():
         assert locked.get(name) == version, f"{name}: requirements.txt {version}, lock {locked.get(name)}"
-    assert all(PIN.match(l) for l in (COURSE_ROOT / "requirements.lock").read_text().splitlines()
-               if l.strip() and not l.startswith("#")), "the lock must pin every package"
+    assert all(PIN.match(line) for line in (COURSE_ROOT / "requirements.lock").read_text().splitlines()
+               if line.strip() and not line.startswith("#")), "the lock must pin every package"
 
 
 def test_environment_yml_names_the_same_versions():

@@ -1,4 +1,4 @@
-"""A class through nbgrader's exchange on one machine (issue 15 item 9), as docs/CLASS.md walks it:
+"""A class through nbgrader's exchange on one machine, as docs/CLASS.md walks it:
 the instructor releases a lesson; two students, real users created for the test, fetch it,
 work and submit as themselves; the instructor collects, grades with `python -m autograder grade
 submitted/`, generates and releases feedback; each student fetches their own feedback.
@@ -26,9 +26,9 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons  # noqa: E402
+from autograder.demo import Lessons
 
 pytestmark = pytest.mark.slow
 

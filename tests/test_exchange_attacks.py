@@ -1,4 +1,4 @@
-"""Students who attack the exchange (issue 21, items 5 to 7), as real accounts made for the test.
+"""Students who attack the exchange, as real accounts made for the test.
 
 Each attacker files a submission in the exchange's inbound as themselves, next to two honest
 students: links to an instructor's solution, to the course's secret, to a classmate's
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import pwd
 import resource
 import secrets
 import shutil
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
 LESSON = fixture_course.LESSON_A
 COURSE_ID = "autograd-hooks"

@@ -1,5 +1,5 @@
 """Grades out: `python -m autograder export --to canvas|moodle|csv` from nbgrader's gradebook,
-manual grades and late penalties included, checked column by column (issue 15, item 3).
+manual grades and late penalties included, checked column by column.
 
 The gradebook is filled with nbgrader's own API (lessons registered as grading registers
 them, submissions with automatic scores, a manual override, a late penalty), without grading.
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.nbgrader_glue.export import (CANVAS_HEADER, CSV_HEADER, MOODLE_HEADER, export,  # noqa: E402
+from autograder.nbgrader_glue.export import (CANVAS_HEADER, CSV_HEADER, MOODLE_HEADER, export,
                                number, parse_columns)
-from autograder.intake.roster import read_roster  # noqa: E402
+from autograder.intake.roster import read_roster
 
 A, B = fixture_course.LESSONS  # 3 and 4 points
 

@@ -9,16 +9,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
-from IPython.core.pylabtools import select_figure_formats  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.pylabtools import select_figure_formats
 
-from coursekit import figures  # noqa: E402
-from coursekit.hook_plots import plot_hook_order  # noqa: E402
-from coursekit.jacobian_plots import plot_jacobian  # noqa: E402
-from coursekit.practice import show_images  # noqa: E402
+from coursekit import figures
+from coursekit.hook_plots import plot_hook_order
+from coursekit.jacobian_plots import plot_jacobian
+from coursekit.practice import show_images
 
 _IMG = re.compile(r'^<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)">$')
 

@@ -1,10 +1,11 @@
-"""`make formgrader` (issue 15 item 1): nbgrader's formgrader for a course, opened in Chromium.
+"""`make formgrader`: nbgrader's formgrader for a course, opened in Chromium.
 
 The command starts JupyterLab from the course root with nbgrader's instructor panels and prints
 the formgrader's address; the test reads that address from the command's output, as an
 instructor would, and finds the graded class there: the lesson and its submissions, the
 Nbgrader menu's Formgrader in JupyterLab, and a hostile submission whose page runs none of the
-scripts the student put into it (issue 11 item 4: "in the browser or the formgrader").
+scripts the student put into it (a hostile notebook runs nothing in the browser or the
+formgrader).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import browser_support as lab_page
 from browser_support import REPO_ROOT, free_port, require_chromium, screenshot, venv_env
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from test_feedback_html import HOSTILE_ANSWER, hostile_markdown  # noqa: E402
+from test_feedback_html import HOSTILE_ANSWER, hostile_markdown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -208,8 +209,8 @@ def _open_submission(page, student: str) -> None:
 
 
 def test_maths_render_in_a_submission_offline(page, formgrader):
-    """Issue 24 item 9: with every address but the formgrader's own blocked, a student's
-    maths are typeset (MathJax from the Jupyter server), and nothing is asked of the internet."""
+    """Offline: with every address but the formgrader's own blocked, a student's maths are
+    typeset (MathJax from the Jupyter server), and nothing is asked of the internet."""
     outside = []
 
     def local_only(route):
@@ -235,7 +236,7 @@ def test_maths_render_in_a_submission_offline(page, formgrader):
 
 
 def test_the_formgrader_has_an_exchange_on_one_machine(page, formgrader_run):
-    """Issue 24 item 9: grading locally, the formgrader neither logs that nbgrader's exchange
+    """Grading locally, the formgrader neither logs that nbgrader's exchange
     folder is unwritable nor warns about it on its assignments page."""
     url, log_path = formgrader_run
     page.goto(url)

@@ -1,4 +1,4 @@
-"""Grading a class end to end through `python -m autograder grade` (issue 6).
+"""Grading a class end to end through `python -m autograder grade`.
 
 One class holds every case the grader must survive: correct, partly right and blank students,
 and the broken submissions of real classes (invalid JSON, another lesson's notebook, deleted
@@ -24,9 +24,9 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
+from autograder.demo import Lessons, _write
 
 pytestmark = pytest.mark.slow
 

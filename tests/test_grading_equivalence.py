@@ -1,4 +1,4 @@
-"""The fast engine grades exactly as plain `nbgrader autograde` does (issue 7).
+"""The fast engine grades exactly as plain `nbgrader autograde` does.
 
 The same small class is graded twice, each time in its own copy of the fixture course: with
 the default engine (warm workers, a forked process per notebook, nbgrader's Autograde
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
+from autograder.demo import Lessons, _write
 
 pytestmark = pytest.mark.slow
 

@@ -14,16 +14,15 @@ import time
 import zipfile
 from pathlib import Path
 
-import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.grading import grade_class  # noqa: E402
-from autograder.tasks import GradingOptions  # noqa: E402
-from autograder.intake.collect import collect  # noqa: E402
+from autograder.demo import Lessons, _write
+from autograder.grading import grade_class
+from autograder.tasks import GradingOptions
+from autograder.intake.collect import collect
 
 A, B = fixture_course.LESSONS
 

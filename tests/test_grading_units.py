@@ -15,13 +15,15 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.__main__ import memory_size  # noqa: E402
-from autograder.feedback.render import HideTestTracebacks  # noqa: E402
-from autograder.outputs import Progress  # noqa: E402
+from autograder.__main__ import memory_size
+from autograder.feedback.render import HideTestTracebacks
+from autograder.outputs import Progress
 from autograder.intake.collect import collect, pick_newest, recognise_lesson
 from autograder.intake.validate import check, read_notebook
+
+pytestmark = pytest.mark.fast
 
 LESSONS = ["01_leaf_and_intermediate", "02_retain_grad", "03_tensor_hooks",
            "06_module_hooks", "07_hooks_in_practice"]
@@ -362,6 +364,8 @@ def test_hidden_seeds_are_sent_only_after_the_visible_outcomes():
                                      f"random_points/{seed}": {"observations": {"h": 3}}}
 
 
+# Starts a runner host, which runs notebooks: in `make test`, not in `make test-fast`.
+@pytest.mark.slow
 def test_a_notebook_forked_from_a_shared_prologue_can_use_every_thread_it_is_given():
     """torch's OpenMP pool does not survive fork(): a prologue that ran with several threads
     left a zygote whose forked notebooks hung at their first parallel operation (0 CPU, until

@@ -13,6 +13,8 @@ import pytest
 from conftest import read_notebook, solution_path, student_path
 from notebook_support import grading, without_markers
 
+pytestmark = pytest.mark.fast
+
 FIXTURE = Path(__file__).parent / "fixtures" / "lab" / "practice.ipynb"
 HINT_TAG = "hint"
 BLOCK = re.compile(r"<details><summary>Hint (\d+)</summary>\n\n(.+?)\n\n</details>", re.S)

@@ -4,10 +4,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from coursekit.hook_plots import HOOK_COLOURS, plot_hook_order  # noqa: E402
+from coursekit.hook_plots import HOOK_COLOURS, plot_hook_order
+
+pytestmark = pytest.mark.fast
 
 
 @pytest.fixture(autouse=True)

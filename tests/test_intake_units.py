@@ -15,6 +15,8 @@ from autograder.intake.safe_copy import Limits, Refused, read_small, scan
 from autograder.intake.state import read_state, write_state
 from autograder.text import has_control, one_line, printable
 
+pytestmark = pytest.mark.fast
+
 
 ATTEMPT = "Lesson_3_jdoe_attempt_2030-01-02-03-04-05"
 

@@ -4,12 +4,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from matplotlib.patches import Rectangle
 
-from coursekit.jacobian_plots import plot_jacobian  # noqa: E402
+from coursekit.jacobian_plots import plot_jacobian
+
+pytestmark = pytest.mark.fast
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,10 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("autograder", "coursekit")
 MAX_LINES = 500

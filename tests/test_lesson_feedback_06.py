@@ -1,5 +1,5 @@
 """Lesson 06: the visible test cell of each exercise, run against a typical wrong answer,
-fails with the message that names that mistake (issue 13's feedback items).
+fails with the message that names that mistake.
 
 The test cells run in this process, after the lesson's import cell and the wrong answer
 (the answers come from tests/variants/06_module_hooks.py); the first check that fails

@@ -1,5 +1,5 @@
 """Lesson 07: the visible test cell of each exercise, run against a typical wrong answer,
-fails with the message that names that mistake (issue 13's feedback items and rules).
+fails with the message that names that mistake.
 
 The test cells run in this process after the cells of the lesson they need (the imports,
 the data, `layer_profile`) and the wrong answer (from tests/variants/07_hooks_in_practice.py);

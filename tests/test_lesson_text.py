@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from autograder.release import COURSE_ROOT, NAV_TAG
 from coursekit.lab import course_intro
 from conftest import SPEC_EXAMPLES, read_notebook, solution_path, student_path
+
+pytestmark = pytest.mark.fast
 
 THE_SOURCE = re.compile(r"(?i)\b(the|a|one of the)\s+source(\s+texts?|'s|s')?\b|\bsource texts?\b")
 # The ids of COURSE-SPEC's examples ("000.3": seed 000, third example), and any of that form.

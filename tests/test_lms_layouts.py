@@ -1,7 +1,7 @@
 """Exports of learning systems in, one student each: Canvas's flat download, Moodle's folders,
 Blackboard's attempts, from real-looking zips built here; clean student ids; never two students
 merged (a folder of several students' notebooks is refused, naming its files); a roster's ids,
-names and emails. One class is graded end to end through the command (issue 15, item 2)."""
+names and emails. One class is graded end to end through the command."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons  # noqa: E402
-from autograder.intake.collect import collect, pick_newest  # noqa: E402
-from autograder.intake.lms import clean_id  # noqa: E402
-from autograder.intake.roster import apply_roster, read_roster, student_records  # noqa: E402
+from autograder.demo import Lessons
+from autograder.intake.collect import collect, pick_newest
+from autograder.intake.lms import clean_id
+from autograder.intake.roster import apply_roster, read_roster, student_records
 
 A, B = fixture_course.LESSONS
 LESSONS = list(fixture_course.LESSONS)

@@ -1,4 +1,4 @@
-"""Read-only cells in autograding (issue 15, item 6): no "Attribute 'checksum' ... has changed!"
+"""Read-only cells in autograding: no "Attribute 'checksum' ... has changed!"
 for a test cell the student never touched; a real edit is still reported, and restored.
 
 The cause: generate_assignment records a test cell's checksum in the gradebook before it cuts
@@ -19,9 +19,9 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
+from autograder.demo import Lessons, _write
 
 LESSON = fixture_course.LESSON_A
 CHANGED = "has changed!"

@@ -1,4 +1,4 @@
-"""Manual grades belong to the submission they were given to (issue 21, item 4).
+"""Manual grades belong to the submission they were given to.
 
 Points an instructor gives by hand in the formgrader (nbgrader's Grade.manual_score and
 Comment.manual_comment) stay while the same notebook is graded again, and are dropped, and
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.nbgrader_glue.export import export  # noqa: E402
+from autograder.demo import Lessons, _write
+from autograder.nbgrader_glue.export import export
 
 pytestmark = pytest.mark.slow
 

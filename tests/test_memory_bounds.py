@@ -18,6 +18,8 @@ import pytest
 from autograder.intake.jsonscan import scan
 from autograder.intake.validate import MAX_OTHER_BYTES, read_notebook
 
+pytestmark = pytest.mark.fast
+
 REPO = Path(__file__).resolve().parent.parent
 LESSON = REPO / "notebooks" / "01_leaf_and_intermediate" / "01_leaf_and_intermediate.ipynb"
 NEST = "[" * 89 + "]" * 89  # empty lists nested 89 deep: some 32 bytes of objects per byte

@@ -25,6 +25,8 @@ from autograder.trusted.messages import Messages, collect
 from autograder.trusted.run import Run
 from autograder.trusted.payload import Payload
 
+pytestmark = pytest.mark.fast
+
 CELLS = [(0, "a = 1"), (2, "b = 2"), (5, "c = 3")]
 
 

@@ -4,10 +4,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from coursekit.module_plots import plot_by_name, stage_of  # noqa: E402
+from coursekit.module_plots import plot_by_name, stage_of
+
+pytestmark = pytest.mark.fast
 
 
 @pytest.fixture(autouse=True)

@@ -16,9 +16,9 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.v4 import new_output
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.nbgrader_glue import patches  # noqa: E402,F401
+from autograder.nbgrader_glue import patches  # noqa: F401
 
 A = fixture_course.LESSON_A
 

@@ -12,6 +12,8 @@ from autograder.release import NAV_TAG
 from conftest import LESSONS, SPEC_EXAMPLES, read_notebook, solution_path, student_path
 from notebook_support import answer_cells, graded_cells, grading, without_hidden_tests
 
+pytestmark = pytest.mark.fast
+
 POINTS_ADDED = re.compile(r"(?m)(?<=\S) \(\d+ points?\)$")
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
@@ -83,7 +85,7 @@ def test_solution_outputs_are_stored(lesson):
 
 
 def test_a_stored_warning_is_announced_as_one_before_its_cell(lesson):
-    """Issue 24 item 12: torch's warnings show as pink boxes that beginners take for errors. A
+    """Torch's warnings show as pink boxes that beginners take for errors. A
     lesson hides the ones it expects (warnings.catch_warnings in the cell) or, where a warning
     is the point, says just before the cell that its pink box is a warning, not an error."""
     notebook = read_notebook(solution_path(lesson))

@@ -23,6 +23,8 @@ from coursehub.onsubmit import DONE, Queue, student_status  # noqa: E402
 from coursehub.settings import OnSubmit  # noqa: E402
 from coursehub.submitqueue import GRADE_BATCH  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 
 class Batches(Recorder):
     """Records which submissions each grading command graded together."""

@@ -31,6 +31,8 @@ from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING,  # n
                                 Queue, Steps, instructor_report, student_status, work)
 from coursehub.settings import OnSubmit  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 RELEASED = {L1, L2}
 
 

@@ -16,6 +16,8 @@ import pytest
 
 from autograder.nbgrader_glue import patches
 
+pytestmark = pytest.mark.fast
+
 HOW = ("read the library's new version, adapt autograder/nbgrader_glue/patches.py (or the "
        "module named) to it, then pin the new digest in tests/test_patches.py")
 

@@ -4,12 +4,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from torch import nn
 
-from coursekit.practice import (  # noqa: E402
+from coursekit.practice import (
     SHAPE_NAMES, accuracy, deep_mlp, make_shapes, plot_layer_curves, plot_per_layer,
     shape_cnn, show_images, show_overlays, tensor_bytes, train, watch_outputs,
 )

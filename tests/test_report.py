@@ -1,4 +1,4 @@
-"""The class report (issue 15, item 4): OUT/report.html, self-contained, and OUT/items.csv, from
+"""The class report: OUT/report.html, self-contained, and OUT/items.csv, from
 rows built here the way the engine records them (a result's `checks`), and from the
 gradebook's test cells when no checks are recorded. The page in a browser:
 tests/test_report_browser.py."""
@@ -11,9 +11,13 @@ import html
 import re
 from pathlib import Path
 
+import pytest
+
 from autograder.tasks import Result
 from autograder.report.class_report import ITEMS_HEADER, analyse, write_report
 from autograder.intake.roster import RosterEntry, RosterReport
+
+pytestmark = pytest.mark.fast
 
 L3, L6 = "03_tensor_hooks", "06_module_hooks"
 NONE_MISTAKE = "hook returned None instead of the gradient"
@@ -230,7 +234,7 @@ def test_an_empty_run(tmp_path):
 
 
 def test_the_page_says_its_language_and_its_colours_read(tmp_path):
-    """WCAG AA for the report (issue 24, item 15): `lang` on <html>, and every text colour of
+    """WCAG AA for the report: `lang` on <html>, and every text colour of
     its styles at 4.5:1 or more on the page's white and on the table headers' grey."""
     from test_feedback_page import contrast, last_value, rules
 

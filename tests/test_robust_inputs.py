@@ -1,4 +1,4 @@
-"""Robust inputs (issue 11, item 4, the reading side): whatever a file is (JSON nested 100,000
+"""Robust inputs, on the reading side: whatever a file is (JSON nested 100,000
 deep, 10,000 cells, 100 MB of output, bytes that are not UTF-8, lone surrogates, a FIFO), it
 becomes its row's `invalid` with a reason and the rest of the class is graded; a symbolic link
 in SUBMISSIONS (to /etc/passwd, to solutions/) is never followed, nor a zip's link or path out;
@@ -21,13 +21,13 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.intake.collect import collect  # noqa: E402
-from autograder.intake.files import MAX_NOTEBOOK_BYTES  # noqa: E402
-from autograder.intake.validate import read_notebook  # noqa: E402
-from autograder.text import one_line  # noqa: E402
+from autograder.demo import Lessons, _write
+from autograder.intake.collect import collect
+from autograder.intake.files import MAX_NOTEBOOK_BYTES
+from autograder.intake.validate import read_notebook
+from autograder.text import one_line
 
 A, B = fixture_course.LESSONS
 LESSONS = list(fixture_course.LESSONS)
@@ -104,7 +104,7 @@ def long_notebook(path: Path, lessons: Lessons) -> Path:
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda p, l: deep_json(p), "nested"),
+    (lambda p, _lessons: deep_json(p), "nested"),
     (long_markdown, "characters of text"),
     (long_notebook, "characters of text in all"),
     (many_cells, "10010 cells"),
@@ -164,7 +164,7 @@ def test_a_zip_holds_no_links_and_nothing_outside(course, tmp_path):
         zf.writestr(link, str(course[0] / "solutions" / A / f"{A}.ipynb"))
         zf.writestr(f"/tmp/absolute/{A}.ipynb", text)
         zf.writestr(f"../escape/{A}.ipynb", text)
-        zf.writestr(f"bob/na\nme\x1b[2J.txt", "x")
+        zf.writestr("bob/na\nme\x1b[2J.txt", "x")
     found, skipped = collect(archive, LESSONS, tmp_path / "work")
     assert [(s.student, s.lesson) for s in found] == [("alice", A)]
     assert any("mallory" in item and "symbolic link" in item for item in skipped)

@@ -11,6 +11,8 @@ import pytest
 
 from autograder.trusted.sources import sandbox_source
 
+pytestmark = pytest.mark.fast
+
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((REPO / "scenarios").glob("[0-9]*.py"))
 

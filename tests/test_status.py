@@ -3,9 +3,13 @@ from what its cells printed or raised."""
 
 from __future__ import annotations
 
+import pytest
+
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from autograder.trusted.status import Stop, run_status
+
+pytestmark = pytest.mark.fast
 
 GiB = 1 << 30
 

@@ -1,4 +1,4 @@
-"""Never a student twice (issue 24, item 5): a class graded from a Canvas export, then again with
+"""Never a student twice: a class graded from a Canvas export, then again with
 a roster whose ids differ for the same Canvas users, is refused with the pairs named; with
 --replace-ids the gradebook's records take the roster's ids, manual grades included, and the
 export has one row per Canvas user."""
@@ -16,10 +16,10 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons  # noqa: E402
-from autograder.intake.roster import renamed_students  # noqa: E402
+from autograder.demo import Lessons
+from autograder.intake.roster import renamed_students
 
 A = fixture_course.LESSON_A
 

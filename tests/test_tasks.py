@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from autograder.dispatch.pool import _Queue
 from autograder.outputs import Report
 from autograder.tasks import DEFAULT_MEMORY_LIMIT, GradingOptions, Result, Task
+
+pytestmark = pytest.mark.fast
 
 
 def test_options_and_tasks_cross_a_process_as_json_and_come_back_equal():

@@ -1,51 +1,53 @@
-"""The stored outputs do not depend on the CPU (issue 33 item 4): each solution notebook, run
-again by nbval with another number of torch threads than the default, gives the stored text.
-Floating-point sums change their last digits with the thread count as they do with the CPU, so
-a lesson that prints digits only one machine agrees on fails here."""
+"""The stored outputs do not depend on the CPU: floating-point sums change their last digits
+with torch's thread count as they do with the CPU, so the suite's nbval run of solutions/
+starts each notebook's kernel with another thread count than the default (tests/conftest.py:
+one thread, or two on a one-core machine), and a lesson that prints digits only one machine
+agrees on fails there. This checks that a notebook's kernel started as nbval starts it, under
+that set-up, really runs its cells with that thread count (and that nothing else sees it)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from types import SimpleNamespace
 
-import pytest
-import torch
+from nbval.kernel import CURRENT_ENV_KERNEL_NAME, start_new_kernel
 
-from conftest import COURSE_ROOT, solution_path
-
-# The default is one thread a core; compare with one thread (with two on a one-core machine).
-THREADS = 1 if torch.get_num_threads() > 1 else 2
+from conftest import COURSE_ROOT, _SolutionKernelsThreads, other_thread_count, solution_path
 
 
-def _sets_its_own_thread_count(lesson: str) -> bool:
-    """Whether the lesson's set-up cell pins torch's thread count itself (lesson 07 does, so
-    that its training runs repeat): run again with one thread, it would compare one with one
-    at the cost of a second full run of its training loops."""
-    import json
+def _threads_in_a_new_kernel() -> str:
+    manager, client = start_new_kernel(kernel_name=CURRENT_ENV_KERNEL_NAME)
+    printed = []
+    try:
+        client.execute_interactive(
+            "import torch; print(torch.get_num_threads())", timeout=120,
+            output_hook=lambda msg: printed.append(msg["content"].get("text", "")))
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    return "".join(printed).strip()
 
-    cells = json.loads(solution_path(lesson).read_text())["cells"]
-    return any("torch.set_num_threads(" in "".join(cell["source"])
-               for cell in cells if cell["cell_type"] == "code")
+
+def test_a_solution_notebook_s_kernel_runs_on_the_other_thread_count():
+    plugin = _SolutionKernelsThreads()
+    before = os.environ.get("IPYTHONDIR")
+    first_cell = SimpleNamespace(path=solution_path("01_leaf_and_intermediate"))
+    setup = plugin.pytest_runtest_setup(first_cell)
+    try:
+        next(setup)  # nbval's set-up of the notebook, which starts its kernel, runs here
+        assert _threads_in_a_new_kernel() == str(other_thread_count())
+    finally:
+        setup.close()
+        plugin.pytest_unconfigure()
+    assert os.environ.get("IPYTHONDIR") == before
 
 
-def test_stored_outputs_hold_with_another_thread_count(lesson, tmp_path):
-    if _sets_its_own_thread_count(lesson):
-        pytest.skip(f"{lesson} sets torch's thread count itself: its outputs do not depend on it")
-    ipython_dir = tmp_path / "ipython"
-    startup = ipython_dir / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    marker = tmp_path / "threads"
-    # Runs in the kernel before the notebook's first cell; the marker shows that it did.
-    (startup / "00-threads.py").write_text(
-        f"import torch\ntorch.set_num_threads({THREADS})\n"
-        f"open({str(marker)!r}, 'w').write(str(torch.get_num_threads()))\n")
-    env = {**os.environ, "IPYTHONDIR": str(ipython_dir)}
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", str(solution_path(lesson)), "-n", "0", "-q"],
-        cwd=COURSE_ROOT, env=env, capture_output=True, text=True, timeout=1200)
-    assert marker.exists() and marker.read_text() == str(THREADS), \
-        "the kernel did not run the start-up file that sets the thread count"
-    assert run.returncode == 0, (
-        f"{lesson} with {THREADS} torch thread(s) differs from its stored outputs: print those "
-        f"values rounded to what every CPU agrees on\n{run.stdout[-6000:]}")
+def test_a_test_file_s_kernels_keep_the_default():
+    plugin = _SolutionKernelsThreads()
+    setup = plugin.pytest_runtest_setup(SimpleNamespace(path=COURSE_ROOT / "tests" / "x.py"))
+    before = os.environ.get("IPYTHONDIR")
+    try:
+        next(setup)
+        assert os.environ.get("IPYTHONDIR") == before
+    finally:
+        setup.close()

@@ -14,6 +14,8 @@ import pytest
 from autograder.trusted.outcomes import differences, outcome_problems, read_outcome
 from coursekit.scenarios import Scenario, encode
 
+pytestmark = pytest.mark.fast
+
 def T(*data: float) -> dict:
     """A float32 tensor as a report carries it."""
     return {"__tensor__": {"dtype": "float32", "shape": [len(data)], "data": list(data)}}

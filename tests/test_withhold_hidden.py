@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from nbformat import v4
 
 from autograder.trusted.run import Run
@@ -10,6 +12,8 @@ from autograder.trusted.notes import (CHECK_ENAME, verdict_outputs as _verdict_o
                                       withhold_hidden_checks)
 from autograder.feedback.render import WithholdHiddenChecks
 from autograder.trusted.verdicts import Check
+
+pytestmark = pytest.mark.fast
 
 
 def verdict_cell(checks: list[Check]):
