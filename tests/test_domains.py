@@ -64,10 +64,10 @@ def test_every_exercise_declares_its_domain_once_and_its_statement_says_it(lesso
 
 def test_a_domain_is_one_line_declared_once():
     space: dict = {}
-    exec("from coursekit.drawing import domain\ndomain('09-ex1', 'lists of floats')", space)
+    exec("from coursekit.drawing import domain\ndomain('09-ex1', 'lists of floats')", space)  # noqa: S102
     assert domains(space) == {"09-ex1": "lists of floats"}
     with pytest.raises(ValueError, match="declared twice"):
-        exec("domain('09-ex1', 'other')", space)
+        exec("domain('09-ex1', 'other')", space)  # noqa: S102
     with pytest.raises(ValueError, match="one line"):
         domain("09-ex2", "two\nlines")
 

@@ -38,7 +38,7 @@ def warm_worker(options: GradingOptions, config, preload: list[str] | tuple[str,
         session.host()
     try:
         warm_feedback(config)
-    except Exception:  # noqa: BLE001 (only a warm-up: the first notebook pays instead)
+    except Exception:
         if feedback_required:
             if session is not None:
                 session.close()

@@ -233,9 +233,9 @@ def _relate_list(expected: list, found: Any, rtol: float, atol: float, name: str
 
 def _permutation(found: list, expected: list, same) -> bool:
     left = list(expected)
-    for item in found:
+    for value in found:
         for j, candidate in enumerate(left):
-            if same(item, candidate):
+            if same(value, candidate):
                 del left[j]
                 break
         else:
