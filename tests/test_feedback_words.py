@@ -11,6 +11,8 @@ import pytest
 
 from autograder.trusted.outcomes import Tensor, differences
 
+pytestmark = pytest.mark.fast
+
 NUMBER = re.compile(r"-?\d+\.\d+|-?\d+(?:e-?\d+)?")
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from autograder.nbgrader_glue import cells
+import pytest
+
+pytestmark = pytest.mark.fast
 
 
 def _cell(maker, source="x = 1", **labels):

@@ -16,6 +16,8 @@ from autograder.trusted.verdicts import judge_exercise
 from autograder.trusted.outcomes import ScenarioRun
 from coursekit.scenarios import collect
 
+pytestmark = pytest.mark.fast
+
 SCENARIOS = '''
 import torch
 from coursekit.scenarios import scenario
