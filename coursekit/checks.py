@@ -23,7 +23,7 @@ from coursekit.notebook import HINT_PREFIX, MISTAKE_PREFIX, CheckFailed, install
 from coursekit.tolerance import fitted
 
 __all__ = ["check_tensor", "check_equal", "check_true", "check_is_none", "diagnose",
-           "CheckFailed"]
+           "tensor_said", "equal_said", "CheckFailed"]
 
 # Multiples of the expected value that point to a known misconception.
 _SCALE_HINTS: tuple[tuple[float, str], ...] = (
@@ -108,6 +108,40 @@ def _report(name: str, found: Any, expected: Any, hint: str | None,
     return "\n".join(lines)
 
 
+# What a failing check says, decided apart from raising: (the message or None, whether it names
+# one of the check's own `mistakes`). The grader calls the same functions on the values a visible
+# scenario reported (autograder.trusted.said), so that the graded page says what the cell said.
+Said = tuple[str | None, bool]
+
+
+def tensor_said(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
+                atol: float = 1e-6, mistakes: Mapping[str, Any] | None = None,
+                hint: str | None = None) -> Said | None:
+    """None when `found` passes `check_tensor`; else what its failure says."""
+    if not isinstance(found, torch.Tensor):
+        diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
+        named = known_mistake(diagnosis, mistakes)
+        if diagnosis is None:
+            diagnosis = (f"{name} should be a torch.Tensor, not {type(found).__name__}. "
+                         f"{hint or ''}").strip()
+        return diagnosis, named
+    if _close(found.detach(), _as_tensor(expected), rtol, atol):
+        return None
+    diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
+    return diagnosis or hint, known_mistake(diagnosis, mistakes)
+
+
+def equal_said(name: str, found: Any, expected: Any, *, hint: str | None = None
+               ) -> Said | None:
+    """None when `found` passes `check_equal`; else what its failure says."""
+    if found == expected and type(found) is type(expected):
+        return None
+    if found == expected:
+        hint = (f"{name} equals the expected value but is a {type(found).__name__}, "
+                f"not a {type(expected).__name__}.")
+    return hint, False
+
+
 def check_tensor(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
                  atol: float = 1e-6, mistakes: Mapping[str, Any] | None = None,
                  hint: str | None = None) -> None:
@@ -116,29 +150,17 @@ def check_tensor(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
     `mistakes` maps a message to the value a typical wrong answer produces; `hint` is
     shown when no known mistake is recognised.
     """
-    if not isinstance(found, torch.Tensor):
-        diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
-        named = known_mistake(diagnosis, mistakes)
-        if diagnosis is None:
-            diagnosis = (f"{name} should be a torch.Tensor, not {type(found).__name__}. "
-                         f"{hint or ''}").strip()
-        raise CheckFailed(_report(name, found, expected, diagnosis, named))
-    expected_t = _as_tensor(expected)
-    if _close(found.detach(), expected_t, rtol, atol):
-        return
-    diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
-    raise CheckFailed(_report(name, found, expected, diagnosis or hint,
-                              known_mistake(diagnosis, mistakes)))
+    said = tensor_said(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes,
+                       hint=hint)
+    if said is not None:
+        raise CheckFailed(_report(name, found, expected, *said))
 
 
 def check_equal(name: str, found: Any, expected: Any, *, hint: str | None = None) -> None:
     """Assert that a plain value (number, string, tuple, bool, type) equals `expected`."""
-    if found == expected and type(found) is type(expected):
-        return
-    if found == expected:
-        hint = (f"{name} equals the expected value but is a {type(found).__name__}, "
-                f"not a {type(expected).__name__}.")
-    raise CheckFailed(_report(name, found, expected, hint))
+    said = equal_said(name, found, expected, hint=hint)
+    if said is not None:
+        raise CheckFailed(_report(name, found, expected, *said))
 
 
 def check_is_none(name: str, found: Any, *, hint: str | None = None) -> None:

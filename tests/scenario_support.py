@@ -16,6 +16,7 @@ import contextlib
 import functools
 import io
 import os
+import re
 from pathlib import Path
 
 import nbformat
@@ -166,3 +167,37 @@ def run_test_cell(lesson: str, exercise: str, namespace: dict) -> tuple[bool, st
     finally:
         plt.close("all")
         os.chdir(here)
+
+
+# What the test cell said of an answer, and what the graded page says (issue 32: one judge)
+
+_SAID_LINE = re.compile(r"^  (?:likely mistake|hint): (.*)$", re.M)
+
+
+def cell_message(ran: bool, text: str) -> str | None:
+    """The targeted message a test cell printed (`run_test_cell`'s result): the likely mistake
+    or hint line of a failed `coursekit.checks` check, or a `check_true` message; None when the
+    cell passed, raised something else, or its failed check said only what it expected."""
+    if ran or not text.startswith("CheckFailed: "):
+        return None
+    body = text.removeprefix("CheckFailed: ")
+    line = _SAID_LINE.search(body)
+    if line:
+        return line.group(1)
+    return None if "is not what was expected" in body.split("\n", 1)[0] else body
+
+
+def page_text(exercise: str, checks: list[Check]) -> str:
+    """The text the graded page shows under the exercise's test cell (its verdict)."""
+    from nbformat import from_dict
+
+    from autograder.trusted.notes import verdict_outputs
+    cell = from_dict({"cell_type": "code", "source": "", "metadata": {}, "outputs": [],
+                      "execution_count": None})
+    verdict_outputs(cell, exercise, checks, None)
+    return "\n".join(output.get("text", "") + "\n".join(output.get("traceback", []))
+                     for output in cell.outputs)
+
+
+def normalised(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
