@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterator
 __all__ = ["scenario", "mistake", "collect", "Scenario", "Mistake", "encode", "count_calls",
            "gradients_delivered", "generator", "ObservationError", "AuthoringError",
            "cell_checks", "expect_tensor", "expect_equal", "expect_true", "expect_none",
+           "expect_same",
            "CellChecks", "CellCheck"]
 
 DEFAULT_RTOL = 1e-5
@@ -247,6 +248,13 @@ def expect_equal(key: str, *, name: str = "", hint: Any = None) -> CellCheck:
 def expect_none(key: str, *, name: str = "", hint: Any = None) -> CellCheck:
     """The cell's `check_is_none(name, ..., hint=...)` on observation `key`."""
     return CellCheck("none", key, name or key, hint)
+
+
+def expect_same(key: str, message: Any, *, rtol: float = DEFAULT_RTOL,
+                atol: float = DEFAULT_ATOL) -> CellCheck:
+    """A cell's `check_true(<the value is the right one>, message)`, where the right one is the
+    reference's observation `key` (compared as the grader compares it)."""
+    return CellCheck("same", key, key, message, rtol=rtol, atol=atol)
 
 
 def expect_true(condition: Callable[[dict], bool], message: Any) -> CellCheck:

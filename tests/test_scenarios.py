@@ -408,66 +408,14 @@ def test_a_test_cell_never_says_passed_for_an_answer_grading_fails(lesson):
 # --------------------------------------------------------------------------------------------
 # One judge: the graded page says at least what the student's own test cell said
 
-# The wrong answers of lessons whose test cell checks are not declared yet in their scenario
-# module (coursekit.scenarios.cell_checks): the graded page does not say their cell's message
-# yet (measured when the declarations came: 208 of 229 messages missing, 134 of them in
-# lessons 04-08). Each is expected to fail (strict): once its lesson declares its cell
-# checks, it passes, and must leave this list.
-CELL_WORDS_NOT_YET = {
-    "04-ex1": {"batched-grad-jacobian", "hard-coded-visible", "jacobian-row-by-row", "jacrev",
-                   "jv-instead-of-vjp", "requires-grad-on-x", "returns-the-scalar",
-                   "sum-gradient-times-v", "vmap-jacobian-then-product"},
-    "04-ex2": {"accumulates-into-x-grad", "all-rows-then-pick", "column-instead-of-row",
-                   "hard-coded-visible", "jacobian", "ones", "ones-like-typo",
-                   "uses-the-caller-s-x", "vmap-all-rows"},
-    "04-ex3": {"functional-jvp", "hard-coded-visible", "jacfwd", "ones-tangent",
-                   "row-instead-of-column", "rows-then-entry", "vmap-all-columns", "vmap-of-vjp"},
-    "04-ex4": {"forward-per-row", "hard-coded-visible", "rows-of-j-then-matmul",
-                   "vmap-j-then-matmul"},
-    "05-ex1": {"ctx-attribute", "ignores-grad-output", "multiplies-grad-output-in-place",
-                   "sigmoid-derivative"},
-    "05-ex2": {"forward-clamps", "hardtanh-boundary", "mask-from-output", "mask-only",
-                   "masks-in-place", "no-mask"},
-    "05-ex3": {"clamp-in-place", "clamps-only-from-above", "hard-coded-bound", "upper-only"},
-    "05-ex4": {"ctx-attribute", "ignores-grad-output", "once-differentiable",
-                   "saves-the-inputs-tuple", "sigmoid-of-output", "slope-from-detached-x",
-                   "slope-in-numpy", "slope-saved-in-setup-context", "slope-under-no-grad"},
-    "06-ex1": {"captures-the-input", "clones-after-the-pass", "hard-coded-visible-values",
-                   "hook-never-removed", "keeps-detached-reference", "keeps-the-output",
-                   "no-finally"},
-    "06-ex2": {"counts-made-once", "defaultdict-skips-unused", "hooks-left-behind",
-                   "includes-the-model", "late-binding-closure", "named-children"},
-    "06-ex3": {"no-handle", "returns-none", "zeroes-grad-output",
-                   "zeroes-grad-output-before-the-module", "zeroes-in-place", "zeros-for-none"},
-    "07-ex1": {"autograd-grad-on-kept-outputs", "backward-order", "difference-not-ratio",
-                   "hooks-left", "lambda-forward-hook-returns-a-handle", "late-binding-closure",
-                   "max-ratio", "names-next-layer", "norms-as-tensors", "ratio-inverted",
-                   "retain-grad", "returns-the-ratio", "reversed-as-backward-order",
-                   "smallest-norm", "sorted-names", "weight-gradients"},
-    "07-ex2": {"converts-integers", "counts-as-default-argument", "counts-elements",
-                   "counts-received-as-stored", "counts-shared-between-calls", "ignores-threshold",
-                   "numel-times-four", "strict-threshold", "unpack-keeps-float16"},
-    "07-ex3": {"grad-kept", "grad-zeroed", "rebinds-param", "returns-no-handles", "sgd-objects",
-                   "tensor-hooks", "weights-only"},
-    "08-ex1": {"children-only", "grad-enabled-dedupe", "late-binding", "no-handles",
-                   "no-requires-grad-test", "rms-appended-in-forward", "scale-read-once",
-                   "scaled-norms", "weight-gradients"},
-    "08-ex2": {"divides-twice", "norm-after-average", "norm-after-division", "norm-as-tensor",
-                   "overwrites-norms", "rank-zero-only", "returns-none", "returns-the-tensor",
-                   "summed"},
-    "08-ex3": {"any-not-all", "forward-only", "grad-output", "hooks-left", "isinf-only",
-                   "isnan-only", "last-found", "linear-layers-only", "loss-only", "no-zero-grad",
-                   "old-backward-hook", "steps-from-one"},
-}
+def _wrong_case(lesson: str, variant: dict):
+    key = (variant["exercise"], variant["name"])
+    reason = support.cell_words_gap(*key)
+    return pytest.param(lesson, variant, id="-".join(key),
+                        marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
 
-# Where the cell quotes the answer's own values (their repr), the page, which echoes nothing an
-# answer returned, describes them: it says the cell's message up to the quoted part.
-CELL_QUOTES_VALUES = {("02-ex3", "leaf-first"):
-                      "return a list with one gradient per factor (2 here), not"}
-WRONG_CASES = [pytest.param(lesson, v, id=f"{v['exercise']}-{v['name']}", marks=[
-    pytest.mark.xfail(strict=True, reason="its lesson declares no cell checks yet")]
-    if v["name"] in CELL_WORDS_NOT_YET.get(v["exercise"], ()) else [])
-    for lesson, v in VARIANT_CASES if v["expect"] == "fail"]
+
+WRONG_CASES = [_wrong_case(lesson, v) for lesson, v in VARIANT_CASES if v["expect"] == "fail"]
 
 
 @pytest.mark.parametrize("lesson,variant", WRONG_CASES)
@@ -479,7 +427,7 @@ def test_the_graded_page_says_what_the_test_cell_said(lesson, variant):
     said = support.cell_message(*support.run_test_cell(lesson, variant["exercise"], namespace))
     if said is None:
         return  # the cell named nothing (it raised another error, or only showed values)
-    said = CELL_QUOTES_VALUES.get((variant["exercise"], variant["name"]), said)
+    said = support.CELL_QUOTES_VALUES.get((variant["exercise"], variant["name"]), said)
     page = support.page_text(variant["exercise"],
                              support.verdict(lesson, variant["exercise"], namespace))
     assert support.normalised(said) in support.normalised(page), (said, page)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autograder.trusted.outcomes import Outcome, Tensor
+from autograder.trusted.outcomes import Outcome, Tensor, differences
 from coursekit.scenarios import CellCheck, Scenario
 
 
@@ -32,7 +32,8 @@ def cell_says(scenario: Scenario, reference: Outcome, student: Outcome) -> str |
     found, expected = _plain(student.observations), _plain(reference.observations)
     for check in cell.checks:
         try:
-            said = _said(check, found, expected)
+            said = _same(check, reference.observations, student.observations) \
+                if check.kind == "same" else _said(check, found, expected)
         except Exception:  # noqa: BLE001 (what the check cannot read, the cell would not say)
             return None
         if said is not None:
@@ -63,6 +64,16 @@ def _quotes_answer(text: str, found: dict, expected: dict) -> bool:
     """Whether `text` holds a string of the answer's report that the reference's has not."""
     own = _strings(found) - _strings(expected) - TYPE_NAMES
     return any(piece in text for piece in own if len(piece) >= 3)
+
+
+def _same(check: CellCheck, expected: dict, found: dict):
+    """The "same" check: None when the answer's observation is the reference's."""
+    if check.key not in found or check.key not in expected:
+        raise KeyError(check.key)
+    if not differences(expected[check.key], found[check.key], check.rtol, check.atol,
+                       check.key, False):
+        return None
+    return _text(check.message, _plain(found)), False
 
 
 def _said(check: CellCheck, found: dict, expected: dict):
