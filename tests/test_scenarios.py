@@ -459,3 +459,13 @@ def test_declared_cell_words_are_the_test_cells_words(lesson):
                 if not any(support.normalised(text) in piece for piece in texts):
                     drifted.append((scenario.exercise, text))
     assert not drifted, drifted
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_no_cell_declaration_enters_the_sandbox(lesson):
+    """The test cells' declared checks (their mistakes' values, their messages) are the
+    grader's: what a sandbox receives of the scenario module holds none of them."""
+    from coursekit.scenarios import CellChecks
+    assert not [name for name, value in support.sandbox_module(lesson).items()
+                if isinstance(value, CellChecks)]
+    assert all(s.cell is None for s in collect(support.sandbox_module(lesson))[0])
