@@ -10,8 +10,9 @@ cell does. What it returns is the cell's own text, or None where the cell named 
 
 This runs only in the grader's processes. The messages are the scenario module's (trusted);
 a message written as a function of the observations must quote no key and no string the answer
-returned, and one that quotes such a string (one the reference did not report, other than the
-name of one of Python's types) is not shown: a hostile answer could have put any text there.
+returned, and where one quotes such a string (one the reference did not report, other than the name of
+one of Python's types), its message is not shown: a hostile answer could have put any text
+there. (A message written as a string is the module's own, shown as it is.)
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def cell_says(scenario: Scenario, reference: Outcome, student: Outcome) -> str |
             return None
         if said is not None:
             text = said[0]
-            if not isinstance(text, str) or not text.strip() or \
+            if not isinstance(text, str) or not text.strip() or callable(check.message) and \
                     _quotes_answer(text, student.observations, reference.observations):
                 return None
             return text
