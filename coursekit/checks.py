@@ -1,8 +1,9 @@
 """Checks for exercise test cells: each failure says what was expected, what was found and the likely mistake.
 
 A failure names a "likely mistake" only when the found value is one the test cell listed for
-that mistake (`mistakes=`); what a check guesses from the values alone (twice the expected
-value, all zeros, ...) and the test's own advice (`hint=`) are labelled "hint".
+that mistake (`mistakes=`); what a check reads from the values alone (twice the expected
+value, all zeros, another shape: what was measured, never a guessed cause) and the test's own
+advice (`hint=`) are labelled "hint".
 
 A failing check raises `CheckFailed`, an AssertionError that IPython shows as its message alone
 (the likely mistake right under the first line), without the frames of this module; nbgrader
@@ -23,18 +24,15 @@ from coursekit.notebook import HINT_PREFIX, MISTAKE_PREFIX, CheckFailed, install
 from coursekit.tolerance import fitted
 
 __all__ = ["check_tensor", "check_equal", "check_true", "check_is_none", "diagnose",
-           "CheckFailed"]
+           "tensor_said", "equal_said", "CheckFailed"]
 
-# Multiples of the expected value that point to a known misconception.
+# Multiples of the expected value, said as what was measured: the same factor has several
+# causes (a second backward(), a mean, a missing factor), which a check cannot tell apart.
 _SCALE_HINTS: tuple[tuple[float, str], ...] = (
-    (2.0, "{name} is twice the expected value: were gradients accumulated by a second "
-          "backward() without zeroing (tensor.grad.zero_() or tensor.grad = None)?"),
-    (3.0, "{name} is three times the expected value: did backward() run three times "
-          "without zeroing the gradient in between?"),
-    (-1.0, "{name} has the right size but the wrong sign: check the sign of the "
-           "formula, or a hook that negates the gradient."),
-    (0.5, "{name} is half the expected value: is a factor of 2 missing (d/dx x**2 = 2x), "
-          "or was a mean used where a sum was meant?"),
+    (2.0, "{name} is twice the expected value (×2)."),
+    (3.0, "{name} is three times the expected value (×3)."),
+    (-1.0, "{name} has the right size but the opposite sign (×−1)."),
+    (0.5, "{name} is half the expected value (×1/2)."),
 )
 
 
@@ -74,15 +72,15 @@ def diagnose(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
     if found_t.shape != expected_t.shape:
         if found_t.numel() == expected_t.numel():
             return (f"{name} has shape {tuple(found_t.shape)}, expected "
-                    f"{tuple(expected_t.shape)}: the values may be right but laid out "
-                    "differently (a transpose, or a missing reshape).")
-        return (f"{name} has shape {tuple(found_t.shape)}, expected {tuple(expected_t.shape)}: "
-                "was a dimension summed away, or kept, by mistake?")
+                    f"{tuple(expected_t.shape)}: the same number of entries, laid out in "
+                    "another shape.")
+        return (f"{name} has shape {tuple(found_t.shape)}, expected "
+                f"{tuple(expected_t.shape)} ({found_t.numel()} entries, not "
+                f"{expected_t.numel()}).")
     if not (found_t.is_floating_point() or expected_t.is_floating_point()):
         return None
     if torch.count_nonzero(expected_t) and not torch.count_nonzero(found_t):
-        return (f"{name} is all zeros: did the gradient stop somewhere (detach(), "
-                "torch.no_grad(), a hook returning zeros), or was it zeroed after backward()?")
+        return f"{name} is all zeros, where the expected values are not."
     for factor, message in _SCALE_HINTS:
         if torch.count_nonzero(expected_t) and _close(found_t, expected_t * factor, rtol, atol):
             return message.format(name=name)
@@ -108,6 +106,43 @@ def _report(name: str, found: Any, expected: Any, hint: str | None,
     return "\n".join(lines)
 
 
+# What a failing check says, decided apart from raising: (the message or None, whether it names
+# one of the check's own `mistakes`). The grader calls the same functions on the values a visible
+# scenario reported (autograder.trusted.said), so that the graded page says what the cell said.
+Said = tuple[str | None, bool]
+
+
+def tensor_said(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
+                atol: float = 1e-6, mistakes: Mapping[str, Any] | None = None,
+                hint: str | None = None) -> Said | None:
+    """None when `found` passes `check_tensor`; else what its failure says."""
+    if not isinstance(found, torch.Tensor):
+        diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
+        named = known_mistake(diagnosis, mistakes)
+        if diagnosis is None:
+            diagnosis = (f"{name} should be a torch.Tensor, not {type(found).__name__}. "
+                         f"{hint or ''}").strip()
+        return diagnosis, named
+    if _close(found.detach(), _as_tensor(expected), rtol, atol):
+        return None
+    diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
+    if known_mistake(diagnosis, mistakes):
+        return diagnosis, True
+    # what the values show, then the check's own advice
+    return " ".join(text for text in (diagnosis, hint) if text) or None, False
+
+
+def equal_said(name: str, found: Any, expected: Any, *, hint: str | None = None
+               ) -> Said | None:
+    """None when `found` passes `check_equal`; else what its failure says."""
+    if found == expected and type(found) is type(expected):
+        return None
+    if found == expected:
+        hint = (f"{name} equals the expected value but is a {type(found).__name__}, "
+                f"not a {type(expected).__name__}.")
+    return hint, False
+
+
 def check_tensor(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
                  atol: float = 1e-6, mistakes: Mapping[str, Any] | None = None,
                  hint: str | None = None) -> None:
@@ -116,29 +151,17 @@ def check_tensor(name: str, found: Any, expected: Any, *, rtol: float = 1e-5,
     `mistakes` maps a message to the value a typical wrong answer produces; `hint` is
     shown when no known mistake is recognised.
     """
-    if not isinstance(found, torch.Tensor):
-        diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
-        named = known_mistake(diagnosis, mistakes)
-        if diagnosis is None:
-            diagnosis = (f"{name} should be a torch.Tensor, not {type(found).__name__}. "
-                         f"{hint or ''}").strip()
-        raise CheckFailed(_report(name, found, expected, diagnosis, named))
-    expected_t = _as_tensor(expected)
-    if _close(found.detach(), expected_t, rtol, atol):
-        return
-    diagnosis = diagnose(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes)
-    raise CheckFailed(_report(name, found, expected, diagnosis or hint,
-                              known_mistake(diagnosis, mistakes)))
+    said = tensor_said(name, found, expected, rtol=rtol, atol=atol, mistakes=mistakes,
+                       hint=hint)
+    if said is not None:
+        raise CheckFailed(_report(name, found, expected, *said))
 
 
 def check_equal(name: str, found: Any, expected: Any, *, hint: str | None = None) -> None:
     """Assert that a plain value (number, string, tuple, bool, type) equals `expected`."""
-    if found == expected and type(found) is type(expected):
-        return
-    if found == expected:
-        hint = (f"{name} equals the expected value but is a {type(found).__name__}, "
-                f"not a {type(expected).__name__}.")
-    raise CheckFailed(_report(name, found, expected, hint))
+    said = equal_said(name, found, expected, hint=hint)
+    if said is not None:
+        raise CheckFailed(_report(name, found, expected, *said))
 
 
 def check_is_none(name: str, found: Any, *, hint: str | None = None) -> None:

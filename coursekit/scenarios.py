@@ -44,7 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 __all__ = ["scenario", "mistake", "collect", "Scenario", "Mistake", "encode", "count_calls",
-           "gradients_delivered", "generator", "ObservationError", "AuthoringError"]
+           "gradients_delivered", "generator", "ObservationError", "AuthoringError",
+           "cell_checks", "expect_tensor", "expect_equal", "expect_true", "expect_none",
+           "expect_same",
+           "CellChecks", "CellCheck"]
 
 DEFAULT_RTOL = 1e-5
 DEFAULT_ATOL = 1e-6
@@ -73,6 +76,9 @@ class Scenario:
     atol: float = DEFAULT_ATOL
     tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
     title: str = ""
+    # A visible scenario's copy of its exercise's test cell checks (`cell_checks`), set by
+    # `collect` from the scenario module; None for hidden scenarios and in a sandbox.
+    cell: "CellChecks | None" = None
 
     def tolerance_for(self, key: str) -> tuple[float, float]:
         return self.tolerance.get(key, (self.rtol, self.atol))
@@ -140,8 +146,25 @@ def collect(namespace: dict) -> tuple[list[Scenario], list[Mistake]]:
                 known.add(id(item))
     scenarios = [item for item in found if isinstance(item, Scenario)]
     mistakes = [item for item in found if isinstance(item, Mistake)]
-    _check_names(scenarios, mistakes, str(namespace.get("__file__") or "<scenarios>"))
+    filename = str(namespace.get("__file__") or "<scenarios>")
+    _check_names(scenarios, mistakes, filename)
+    _attach_cells(scenarios, [v for v in list(namespace.values()) if isinstance(v, CellChecks)],
+                  filename)
     return scenarios, mistakes
+
+
+def _attach_cells(scenarios: list[Scenario], cells: list["CellChecks"], filename: str) -> None:
+    """Give each exercise's visible scenario the test cell checks declared for it."""
+    seen: set[str] = set()
+    for cell in cells:
+        visible = [s for s in scenarios if s.exercise == cell.exercise and s.visible]
+        if cell.exercise in seen or len(visible) != 1:
+            why = "twice" if cell.exercise in seen else \
+                f"for an exercise with {len(visible)} visible scenarios (1 needed)"
+            raise AuthoringError(f"{filename}: the test cell checks of {cell.exercise} are "
+                                 f"declared {why}")
+        seen.add(cell.exercise)
+        visible[0].cell = cell
 
 
 def _check_names(scenarios: list[Scenario], mistakes: list[Mistake], filename: str) -> None:
@@ -165,6 +188,78 @@ def _check_names(scenarios: list[Scenario], mistakes: list[Mistake], filename: s
                             "stands in for with replaces=\"...\"")
     if problems:
         raise AuthoringError(f"{filename}: " + "; ".join(problems))
+
+
+# --------------------------------------------------------------------------------------------
+# The test cell's checks, as the grader repeats them (the cell's own words on the graded page)
+
+@dataclass(frozen=True)
+class CellCheck:
+    """One check of an exercise's test cell, restated on the observations of its visible
+    scenario: `kind` is the `coursekit.checks` function ("tensor", "equal", "true", "none"),
+    `key` the observation it reads (its expected value is the reference's observation), `name`
+    what the cell calls it; `message` the hint (or, for "true", the message): a string, or a
+    function of the observations (a dict of plain values and tensors) that returns one or None.
+    `condition`, for "true": a function of the observations, true when the check passes.
+    `read`: where the cell checks a value made from several observations (a stack of a list),
+    a function that makes it from the observations, for the answer's and the reference's."""
+
+    kind: str
+    key: str = ""
+    name: str = ""
+    message: Any = None
+    mistakes: tuple[tuple[str, Any], ...] = ()
+    condition: Callable[[dict], bool] | None = None
+    read: Callable[[dict], Any] | None = None
+    rtol: float = DEFAULT_RTOL
+    atol: float = DEFAULT_ATOL
+
+
+@dataclass(frozen=True)
+class CellChecks:
+    """The checks of one exercise's test cell, in the cell's order."""
+
+    exercise: str
+    checks: tuple[CellCheck, ...]
+
+
+def cell_checks(exercise: str, *checks: CellCheck) -> CellChecks:
+    """Declare, in the order the test cell runs them, what the test cell of `exercise` checks and
+    says; assign it to a module-level name of the scenario module. The grader runs the same
+    `coursekit.checks` logic on what the visible scenario reported, stops at the first check
+    that fails, as the cell does, and shows its message on the graded page."""
+    return CellChecks(exercise, tuple(checks))
+
+
+def expect_tensor(key: str, *, name: str = "", mistakes: dict | None = None, hint: Any = None,
+                  read: Callable[[dict], Any] | None = None, rtol: float = DEFAULT_RTOL,
+                  atol: float = DEFAULT_ATOL) -> CellCheck:
+    """The cell's `check_tensor(name, ..., mistakes=..., hint=...)` on observation `key` (or on
+    what `read` makes of the observations)."""
+    return CellCheck("tensor", key, name or key, hint, tuple((mistakes or {}).items()),
+                     read=read, rtol=rtol, atol=atol)
+
+
+def expect_equal(key: str, *, name: str = "", hint: Any = None) -> CellCheck:
+    """The cell's `check_equal(name, ..., hint=...)` on observation `key`."""
+    return CellCheck("equal", key, name or key, hint)
+
+
+def expect_none(key: str, *, name: str = "", hint: Any = None) -> CellCheck:
+    """The cell's `check_is_none(name, ..., hint=...)` on observation `key`."""
+    return CellCheck("none", key, name or key, hint)
+
+
+def expect_same(key: str, message: Any, *, rtol: float = DEFAULT_RTOL,
+                atol: float = DEFAULT_ATOL) -> CellCheck:
+    """A cell's `check_true(<the value is the right one>, message)`, where the right one is the
+    reference's observation `key` (compared as the grader compares it)."""
+    return CellCheck("same", key, key, message, rtol=rtol, atol=atol)
+
+
+def expect_true(condition: Callable[[dict], bool], message: Any) -> CellCheck:
+    """The cell's `check_true(condition, message)`, the condition read from the observations."""
+    return CellCheck("true", message=message, condition=condition)
 
 
 def generator(seed: int):

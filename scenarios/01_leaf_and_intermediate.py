@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from coursekit.drawing import domain
-from coursekit.scenarios import count_calls, gradients_delivered, mistake, scenario
+from coursekit.scenarios import (cell_checks, count_calls, expect_equal, expect_tensor,
+                                 expect_true, gradients_delivered, mistake, scenario)
 
 domain("01-ex1", "two lists of 2 to 8 floats of equal length (standard normal values); the "
                  "function called twice on the same lists")
@@ -41,6 +42,17 @@ def _values(rng, n: int) -> list[float]:
 def leaf_gradients_visible(leaf_gradients, rng):
     p_grad, q_grad = leaf_gradients([1.0, -2.0, 0.5], [3.0, 0.5, -1.0])
     return {"p.grad": _float32(p_grad), "q.grad": _float32(q_grad)}
+
+
+_SWAPPED = "the two results are swapped: return (p.grad, q.grad) in that order"
+_MEAN = "s is a mean, not a sum: every gradient is divided by the 3 entries; use .sum()"
+_BUILT = "s = sum((p*q)**2 + p); did you build it from p and q as given?"
+CELL_01_EX1 = cell_checks(
+    "01-ex1",
+    expect_tensor("p.grad", mistakes={_SWAPPED: [6.0, 4.0, -0.5], _MEAN: [19.0 / 3, 0.0, 2.0 / 3]},
+                  hint=_BUILT),
+    expect_tensor("q.grad", mistakes={_SWAPPED: [19.0, 0.0, 2.0],
+                                      _MEAN: [2.0, 4.0 / 3, -0.5 / 3]}, hint=_BUILT))
 
 
 @scenario("01-ex1", uses=["leaf_gradients"], title="other values, called twice")
@@ -118,7 +130,33 @@ def leaves_visible(leaves_receiving_grad, rng):
     with count_calls(torch.autograd, "backward") as backward:
         names = leaves_receiving_grad(out, named)
     return {"leaves_receiving_grad(out, ...)": names, "backward() calls": backward.count,
-            "u.grad after the call": u.grad, "w.grad after the call": w.grad}
+            "u.grad after the call": u.grad, "k.grad after the call": k.grad,
+            "w.grad after the call": w.grad}
+
+
+_WHY_NOT = {"v": "v does not require grad, so backward never writes v.grad",
+            "k": "k is used only through k.detach(), which cuts it out of the graph",
+            "m": "m requires grad, but out was not computed from it",
+            "h": "h is an intermediate (h.is_leaf is False): its gradient is freed",
+            "u2": "u2 = u.detach() has u's values and even u's memory, but it is another "
+                  "tensor: compare with `is`, not torch.equal, == or data_ptr()"}
+
+
+def _leaves_hint(seen):
+    names = seen["leaves_receiving_grad(out, ...)"]
+    listed = list(names) if isinstance(names, list) else []
+    if len(set(listed)) < len(listed):
+        return ("a name appears more than once: two paths of the graph lead to u, but u is one "
+                "leaf; list each name once")
+    return "; ".join(_WHY_NOT[n] for n in _WHY_NOT if n in listed) or (
+        "walk out.grad_fn.next_functions down to the AccumulateGrad Nodes")
+
+
+CELL_01_EX2 = cell_checks(
+    "01-ex2",
+    expect_true(lambda seen: all(seen[f"{n}.grad after the call"] is None for n in "ukw"),
+                "u.grad was filled: find the leaves by walking out.grad_fn, not backward()"),
+    expect_equal("leaves_receiving_grad(out, ...)", hint=_leaves_hint))
 
 
 def _random_graph(rng):
@@ -338,6 +376,17 @@ def freeze_visible(freeze, rng):
     return {"freeze(net, 'encoder')": trainable, "requires_grad of each parameter": _flags(net)}
 
 
+CELL_01_EX3 = cell_checks(
+    "01-ex3",
+    expect_true(lambda seen: not seen["requires_grad of each parameter"]["encoder.weight"],
+                "net.encoder.weight still requires grad: `module.requires_grad = False` "
+                "only sets a plain attribute; call module.requires_grad_(False)"),
+    expect_true(lambda seen: seen["requires_grad of each parameter"]["decoder.weight"],
+                "net.decoder.weight was frozen too: freeze only the submodule named"),
+    expect_equal("freeze(net, 'encoder')",
+                 hint="return a list of the names of the parameters that still require grad"))
+
+
 def _nested_model(rng):
     width = int(torch.randint(2, 5, (), generator=rng))
     depth = int(torch.randint(2, 5, (), generator=rng))
@@ -511,6 +560,25 @@ def sgd_step_visible(sgd_step_, rng):
     address = w.data_ptr()
     sgd_step_(w, lr=0.25)
     return _after_step(w, address)
+
+
+CELL_01_EX4 = cell_checks(
+    "01-ex4",
+    expect_tensor("w", name="w after the step", mistakes={
+        "w did not change: `w = w - ...` inside the function makes a new tensor and leaves "
+        "the caller's w alone; update in place (w -= ...) inside torch.no_grad()":
+        [1.0, -1.0, 2.0],
+        "w moved uphill: subtract lr * w.grad, do not add it": [1.75, -0.25, 5.0],
+        "w moved by lr * 2w, the gradient of another loss: use w.grad, the gradient "
+        "backward() filled": [0.5, -0.5, 1.0]}),
+    expect_true(lambda seen: seen["w is a leaf"] and seen["w.requires_grad"],
+                "w should still be a leaf that requires grad"),
+    expect_true(lambda seen: seen["w changed in place (same storage)"],
+                "w is still the same leaf, but its values now live in new memory (w.data = ... "
+                "or w.set_(...) swaps the storage, and a tensor that shared it no longer sees the "
+                "update): change the values in place, w -= lr * w.grad, inside torch.no_grad()"),
+    expect_true(lambda seen: seen["w.grad"] is None,
+                "w.grad should be None after the step (w.grad = None)"))
 
 
 @scenario("01-ex4", uses=["sgd_step_"], title="one step, then many steps on a quadratic",

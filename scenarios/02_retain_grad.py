@@ -6,7 +6,8 @@ Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios"
 import torch
 
 from coursekit.drawing import domain, draw, float_lists, names
-from coursekit.scenarios import count_calls, gradients_delivered, mistake, scenario
+from coursekit.scenarios import (cell_checks, count_calls, expect_equal, expect_tensor,
+                                 expect_true, gradients_delivered, mistake, scenario)
 
 domain("02-ex1", "lists of 1 to 12 floats between -1000 and 1000 (a single value, zeros and "
                  "both bounds included)")
@@ -37,6 +38,22 @@ def intermediate_visible(intermediate_gradient, rng):
             # what the test cell checks too: h kept the gradient backward() delivered
             "h kept its gradient (retain_grad() before backward())":
                 delivered.retaining > 0 and delivered.holds(h_grad)}
+
+
+CELL_02_EX1 = cell_checks(
+    "02-ex1",
+    expect_true(lambda seen: seen["h.grad"] is not None,
+                "h.grad is None: h is not a leaf, call h.retain_grad() before backward(), on the "
+                "h that L is computed from"),
+    expect_tensor("h.grad", mistakes={
+        "this is x.grad (dL/dx = 6 x**5), the gradient of the leaf; return h.grad":
+        [6.0, -192.0, 0.1875],
+        "L is a mean of h**3, not a sum: every gradient is divided by the 3 entries; use .sum()":
+        [1.0, 16.0, 0.0625]}),
+    expect_true(lambda seen: seen["h kept its gradient (retain_grad() before backward())"],
+                "the values are right, but h did not keep them: call h.retain_grad() before "
+                "backward() and return h.grad (torch.autograd.grad, or a gradient worked out by "
+                "hand, gives the values without keeping them)"))
 
 
 @scenario("02-ex1", uses=["intermediate_gradient"], title="other values")
@@ -141,13 +158,15 @@ def collect_visible(collect_gradients, rng):
     loss = (act * act).sum()
     later = (pre * 5).sum()
     grads, rules = _collect(collect_gradients, {"pre": pre, "act": act}, loss)
-    observed = {"the result is a dict": isinstance(grads, dict), "sorted(grads)": sorted(grads),
-                "grads['act']": grads["act"], "grads['pre']": grads["pre"],
+    if not isinstance(grads, dict):
+        return {"the result is a dict": False, "the type of the result": _kind(grads)}
+    observed = {"the result is a dict": True, "sorted(grads)": sorted(grads),
+                "grads['act']": grads.get("act"), "grads['pre']": grads.get("pre"),
                 "pre.retains_grad or act.retains_grad": pre.retains_grad or act.retains_grad,
                 "p.grad (filled by loss.backward())": p.grad,
                 "torch.autograd.grad calls": rules["torch.autograd.grad calls"]}
     later.backward()
-    observed["grads['pre'] after another backward"] = grads["pre"]
+    observed["grads['pre'] after another backward"] = grads.get("pre")
     # what the test cell checks too: a second call returns a dict of its own
     q = torch.tensor([1.0, 2.0], requires_grad=True)
     doubled = q * 2
@@ -155,6 +174,60 @@ def collect_visible(collect_gradients, rng):
     observed["sorted(the second call's result)"] = sorted(second)
     observed["sorted(grads) after the second call"] = sorted(grads)
     return observed
+
+
+def _kind(value):
+    """The name of a value's type when it is one of Python's or torch's (an answer's own class
+    could carry any text in its name)."""
+    kinds = (list, tuple, set, str, int, float, bool, type(None), torch.Tensor)
+    return type(value).__name__ if type(value) in kinds else "an object of its own class"
+
+
+def _safe_kind(seen):
+    kind = seen["the type of the result"]
+    return kind if kind in ("list", "tuple", "set", "str", "int", "float", "bool", "NoneType",
+                            "Tensor") else "an object of its own class"
+
+
+def _sorted_hint(seen):
+    found = seen["sorted(grads)"]
+    if set(found) - {"act", "pre"}:
+        # Names this call was never given: kept from the calls before, the test cell's among
+        # them (it ran first, and said so at its second call).
+        return _OWN_DICT
+    if len(found) == 1:
+        return ("one name holds everything: a lambda in a loop sees the loop variable's "
+                "last value; make each hook with a helper function (like save_into)")
+    if not found:
+        return ("the dict is empty: no hook ran while loss.backward() passed the tensors; "
+                "register the hooks, call loss.backward(), and only then remove them")
+    return "store each gradient under its own name"
+
+
+_COLLECT_SWAPPED = "the two gradients are swapped: store each one under its own tensor's name"
+_OWN_DICT = ("each call should return a dict of its own: make the dict inside the function, "
+             "not at module level or as a default argument")
+CELL_02_EX2 = cell_checks(
+    "02-ex2",
+    expect_true(lambda seen: seen["the result is a dict"],
+                lambda seen: f"return a dict, not {_safe_kind(seen)}"),
+    expect_equal("sorted(grads)", hint=_sorted_hint),
+    expect_tensor("grads['act']", mistakes={_COLLECT_SWAPPED: [4.0, 0.0]}),
+    expect_tensor("grads['pre']", mistakes={_COLLECT_SWAPPED: [4.0, 2.0]}),
+    expect_true(lambda seen: not seen["pre.retains_grad or act.retains_grad"],
+                "retain_grad() was called on pre or act: collect the gradients with hooks "
+                "(register_hook) instead"),
+    expect_true(lambda seen: seen["p.grad (filled by loss.backward())"] is not None,
+                "p.grad is None, so loss.backward() did not run: register the hooks, then call "
+                "loss.backward() (not torch.autograd.grad)"),
+    expect_equal("torch.autograd.grad calls",
+                 hint="the gradients came from torch.autograd.grad: catch each one with a hook "
+                      "(register_hook) while loss.backward() passes it"),
+    expect_tensor("grads['pre'] after another backward",
+                  hint="the hooks were not removed: keep the handles register_hook returns "
+                       "and call handle.remove() on each after loss.backward()"),
+    expect_equal("sorted(the second call's result)", hint=_OWN_DICT),
+    expect_equal("sorted(grads) after the second call", hint=_OWN_DICT))
 
 
 def _graph(rng, labels):
@@ -302,8 +375,52 @@ def collect_removed_too_early(named, loss):
 
 @scenario("02-ex3", uses=["chain_gradients"], visible=True, title="the example of the test cell")
 def chain_visible(chain_gradients, rng):
-    return {"chain_gradients([1.0, -1.0], [2.0, 3.0])":
-                _float32(chain_gradients([1.0, -1.0], [2.0, 3.0]))}
+    with gradients_delivered() as delivered:
+        found = chain_gradients([1.0, -1.0], [2.0, 3.0])
+    observed = {"chain_gradients([1.0, -1.0], [2.0, 3.0])": _float32(found)}
+    if isinstance(found, (list, tuple)) and any(g is None for g in found):
+        # what the test cell tells apart when a gradient is None (an answer that fails already)
+        observed["every step kept its gradient"] = delivered.retaining >= len(found)
+    return observed
+
+
+_CHAIN = "chain_gradients([1.0, -1.0], [2.0, 3.0])"
+
+
+def _chain_length(seen):
+    found = seen[_CHAIN]
+    return isinstance(found, list) and len(found) == 2
+
+
+def _chain_not_a_list(seen):
+    found = seen[_CHAIN]
+    what = f"a list of {len(found)} items" if isinstance(found, list) else \
+        "None" if found is None else "a tensor" if hasattr(found, "shape") else "another value"
+    return f"return a list with one gradient per factor (2 here), not {what}"
+
+
+CELL_02_EX3 = cell_checks(
+    "02-ex3",
+    expect_true(_chain_length, _chain_not_a_list),
+    expect_true(lambda seen: all(g is not None for g in seen[_CHAIN]),
+                lambda seen: "a step's gradient is None although every step kept its gradient "
+                "(retain_grad()): L does not depend on that step; compute each step from the "
+                "previous step's result, h = h * f + 1"
+                if seen["every step kept its gradient"] else
+                "a step's gradient is None: call retain_grad() on every step's result, inside "
+                "the loop, before backward()"),
+    expect_tensor(_CHAIN, name="the gradients, one row per step",
+                  read=lambda seen: torch.stack([torch.as_tensor(g) for g in seen[_CHAIN]]),
+                  mistakes={
+        "the list is in reverse order: put the first step's gradient first":
+            [[20.0, -4.0], [60.0, -12.0]],
+        "every entry is the last step's gradient: append each step's tensor inside the loop "
+        "and read .grad of each one after backward()": [[20.0, -4.0], [20.0, -4.0]],
+        "the list is shifted by one step: it starts with the gradient of the leaf x and misses "
+        "the last step; append each step's result after computing it":
+            [[120.0, -24.0], [60.0, -12.0]],
+        "L was built from every step's result: L = sum(h**2) of the last step only":
+            [[66.0, -14.0], [20.0, -4.0]]}))
 
 
 @scenario("02-ex3", uses=["chain_gradients"], title="other values and factors")

@@ -6,7 +6,8 @@ Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios"
 import torch
 
 from coursekit.drawing import domain, draw
-from coursekit.scenarios import count_calls, mistake, scenario
+from coursekit.scenarios import (cell_checks, count_calls, expect_equal, expect_tensor,
+                                 expect_true, mistake, scenario)
 
 domain("03-ex1", "parameters and intermediate tensors of other shapes with random boolean "
                  "masks, a single entry, a 0-d tensor, every entry frozen or none, float64, a "
@@ -59,6 +60,27 @@ def freeze_entries_visible(freeze_entries, rng):
     observed["p.grad"] = p.grad
     observed["a.grad (the hook sits on p)"] = a.grad
     return observed
+
+
+CELL_03_EX1 = cell_checks(
+    "03-ex1",
+    expect_true(lambda seen: seen["freeze_entries returns a handle with remove()"],
+                "freeze_entries should return the handle that register_hook gives back."),
+    expect_tensor("table.grad",
+                  mistakes={"The mask is the wrong way round: the gradient must be 0 where "
+                            "mask is True.": [[1.0, 1.0], [0.0, 0.0], [3.0, 0.0]],
+                            "The gradient is unchanged: the hook must return the masked "
+                            "gradient; a hook that returns None leaves the gradient as it was.":
+                            [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]}),
+    expect_tensor("table.grad after handle.remove()",
+                  hint="After handle.remove() the hook must be gone: return the handle that "
+                       "register_hook gave you."),
+    expect_tensor("p.grad"),
+    expect_tensor("a.grad (the hook sits on p)", name="a.grad",
+                  mistakes={"a.grad changed although the hook sits on p: the hook edits its "
+                            "argument in place (grad[mask] = 0, masked_fill_). Return a new "
+                            "tensor instead (masked_fill, torch.where, grad * ~mask).":
+                            [0.0, 3.0]}))
 
 
 @scenario("03-ex1", uses=["freeze_entries"], title="an intermediate tensor of another shape")
@@ -169,19 +191,103 @@ def visible_example(clip_and_count, rng):
     handle, calls = clip_and_count(t, -1.0, 3.0)
     loss = (t ** 2).sum()
     loss.backward(retain_graph=True)
-    first = t.grad.clone()
+    first = None if t.grad is None else t.grad.clone()
+    observed = {"t.grad after one backward": first, "calls": _copy(calls)}
+    if not isinstance(calls, list):  # what the test cell checks first (an answer that fails)
+        observed["the type of calls"] = _kind(calls)
+    observed["calls after one backward"] = _copy(calls)
     loss.backward()
+    observed["calls after two backward passes"] = _copy(calls)
+    observed["t.grad after two passes"] = None if t.grad is None else t.grad.clone()
     handle.remove()
     (t ** 2).sum().backward()
+    observed["calls after handle.remove()"] = _copy(calls)
     a = torch.tensor(1.0, requires_grad=True)
     p = torch.tensor(1.0, requires_grad=True)
     _, p_calls = clip_and_count(p, -2.0, 0.5)
     (a * 4 + p).mul(3).backward()
     # what the test cell checks too: each call returns a list of its own
-    return {"t.grad after one backward": first, "calls": list(calls),
-            "t.grad at the end": t.grad, "a.grad (the hook sits on p)": a.grad,
-            "p.grad": p.grad, "the counts of the second call (the hook on p)": list(p_calls),
-            "calls, after the hook on p ran": list(calls)}
+    observed.update({"calls": list(calls), "t.grad at the end": t.grad,
+                     "a.grad (the hook sits on p)": a.grad, "p.grad": p.grad,
+                     "the counts of the second call (the hook on p)": list(p_calls),
+                     "calls, after the hook on p ran": list(calls)})
+    return observed
+
+
+def _clone(grad):
+    return None if grad is None else grad.clone()
+
+
+def _copy(calls):
+    return list(calls) if isinstance(calls, (list, tuple)) else calls
+
+
+def _kind(value):
+    """The name of a value's type when it is one of Python's or torch's (an answer's own class
+    could carry any text in its name)."""
+    kinds = (list, tuple, set, str, int, float, bool, type(None), torch.Tensor, dict)
+    return type(value).__name__ if type(value) in kinds else "an object of its own class"
+
+
+def _numbers(value) -> str:
+    """A number, tensor or list of them as the test cell prints it (never a string: an
+    answer's text is not quoted)."""
+    items = value if isinstance(value, list) else [value]
+    if any(not isinstance(v, (int, float, bool, torch.Tensor)) and v is not None for v in items):
+        return "other values"
+    return repr(value) if isinstance(value, list) else f"{value}"
+
+
+def _safe_kind(kind) -> str:
+    return kind if kind in ("list", "tuple", "set", "str", "int", "float", "bool", "NoneType",
+                            "Tensor", "dict") else "an object of its own class"
+
+
+_OWN_LIST = ("each call of clip_and_count should return a list of its own: make the list "
+             "inside the function, not at module level or as a default argument")
+
+
+def _counts_hint(key, expected, hint=None):
+    """The cell's hint for the counts `key`; where they hold the expected counts after counts
+    of earlier calls (the test cell's own, which ran first), the cell's words for that."""
+    def said(seen):
+        found = seen[key]
+        if isinstance(found, list) and len(found) > len(expected) and \
+                found[len(found) - len(expected):] == expected:
+            return _OWN_LIST
+        return hint
+    return said
+
+
+CELL_03_EX2 = cell_checks(
+    "03-ex2",
+    expect_tensor("t.grad after one backward", name="t.grad",
+                  mistakes={"The gradient is unchanged: does the hook return the clamped "
+                            "gradient?": [1.0, -2.0, 4.0, 8.0],
+                            "The clamp is symmetric, [-high, high]: clamp into [low, high], "
+                            "the two bounds as given.": [1.0, -2.0, 3.0, 3.0]}),
+    expect_true(lambda seen: "the type of calls" not in seen,
+                lambda seen: "calls should be a list, found "
+                             f"{_safe_kind(seen['the type of calls'])}."),
+    expect_true(lambda seen: all(type(n) is int for n in seen["calls after one backward"]),
+                lambda seen: "calls should hold plain ints (use int(...) or .item()), found "
+                             f"{_numbers(seen['calls after one backward'])}."),
+    expect_equal("calls after one backward", hint=_counts_hint(
+        "calls after one backward", [3], "three entries of [1, -2, 4, 8] lie outside [-1, 3]; "
+                                         "append one count per call of the hook.")),
+    expect_equal("calls after two backward passes",
+                 hint=_counts_hint("calls after two backward passes", [3, 3])),
+    expect_tensor("t.grad after two passes"),
+    expect_equal("calls after handle.remove()", hint=_counts_hint(
+        "calls after handle.remove()", [3, 3],
+        "a removed hook must not fire: return the handle of the hook.")),
+    expect_tensor("a.grad (the hook sits on p)",
+                  mistakes={"a.grad changed although the hook sits on p: the hook clamps its "
+                            "argument in place (clamp_). Return grad.clamp(low, high), a new "
+                            "tensor.": 2.0}),
+    expect_tensor("p.grad"),
+    expect_equal("the counts of the second call (the hook on p)", hint=_OWN_LIST),
+    expect_equal("calls, after the hook on p ran", hint=_OWN_LIST))
 
 
 @scenario("03-ex2", uses=["clip_and_count"], title="asymmetric bounds on an intermediate")
@@ -368,16 +474,43 @@ def sgd_visible(sgd_in_backward, rng):
     w = torch.tensor([1.0, -1.0], requires_grad=True)
     bias = torch.tensor(0.5, requires_grad=True)
     handles, observed = _register(sgd_in_backward, [w, bias], 0.25)
+    if handles is None:  # what the test cell says of it (an answer that fails already)
+        observed["the result is None"] = True
     features = torch.tensor([2.0, 3.0])
     ((w.matmul(features) + bias) ** 2).backward()
     observed.update({"w after backward": w.detach().clone(),
                      "bias after backward": bias.detach().clone(),
-                     "w.grad": w.grad, "bias.grad": bias.grad})
+                     "w.grad": _clone(w.grad), "bias.grad": _clone(bias.grad)})
     _remove(handles)
     (w.sum() + bias).backward()
     observed.update({"w after removing the hooks": w.detach().clone(),
                      "w.grad after removing the hooks": w.grad})
     return observed
+
+
+CELL_03_EX3 = cell_checks(
+    "03-ex3",
+    expect_true(lambda seen: seen["returns a list"] and seen["handles returned"] == 2,
+                lambda seen: "sgd_in_backward should return a list of 2 handles, found None."
+                if seen.get("the result is None") else None),
+    expect_true(lambda seen: seen["tensor hooks (register_hook) registered"] == 0,
+                "sgd_in_backward registered hooks with register_hook: they run before the "
+                "gradient is added to .grad, so .grad fills up again after the step. Use "
+                "register_post_accumulate_grad_hook."),
+    expect_tensor("w after backward",
+                  mistakes={"w moved up the gradient: subtract lr * grad, do not add it.":
+                            [0.5, -1.75],
+                            "w did not move: change each parameter in place (param.add_(...), "
+                            "param -= ...); `param = param - ...` only rebinds a local name.":
+                            [1.0, -1.0]}),
+    expect_tensor("bias after backward"),
+    expect_true(lambda seen: seen["w.grad"] is None and seen["bias.grad"] is None,
+                lambda seen: "After the step the hook should set param.grad = None, "
+                f"found w.grad={_numbers(seen['w.grad'])}, "
+                f"bias.grad={_numbers(seen['bias.grad'])}."),
+    expect_tensor("w after removing the hooks",
+                  hint="after removing the handles backward must not step any more"),
+    expect_tensor("w.grad after removing the hooks"))
 
 
 @scenario("03-ex3", uses=["sgd_in_backward"], title="three parameters of a small model")

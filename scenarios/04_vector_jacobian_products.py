@@ -15,7 +15,8 @@ from torch.func import jvp
 
 from coursekit.drawing import domain
 from coursekit.jacobian_guard import counting_passes, full_jacobian_blocked
-from coursekit.scenarios import mistake, scenario
+from coursekit.scenarios import (cell_checks, expect_equal, expect_tensor, expect_true, mistake,
+                                 scenario)
 
 domain("04-ex1", "random functions with more outputs than inputs, fewer outputs than inputs and "
                  "a square Jacobian that is not symmetric, with random x and v")
@@ -79,6 +80,32 @@ def vjp_visible_example(vector_jacobian_product, rng):
     x = torch.tensor([1.0, 2.0, 3.0])
     v = torch.tensor([1.0, 1.0, 3.0])
     return _vjp_observations(vector_jacobian_product, _visible_f, x, v)
+
+
+def _left_alone(message):
+    return expect_true(lambda seen: not seen["x.requires_grad afterwards"]
+                       and seen["x.grad afterwards"] is None and seen["x unchanged"], message)
+
+
+_COPY = "x must be left as it was: work on a copy of x that requires grad."
+CELL_04_EX1 = cell_checks(
+    "04-ex1",
+    expect_tensor("vᵀJ", name="vector_jacobian_product(f, x, v)", mistakes={
+        "That is J @ v, J times v taken as a column (possible only because "
+        "this J is square), not vᵀJ: backward(v) and autograd.grad(..., "
+        "grad_outputs=v) give vᵀJ.": [3.0, 4.0, -2.0],
+        "That is the gradient of f(x).sum() multiplied by v entry by "
+        "entry. v weights the outputs before the backward pass: pass it "
+        "as the gradient to start from.": [3.0, 5.0, -3.0],
+        "That is the gradient of f(x).sum(), as if v were all ones: pass "
+        "v as the gradient to start from.": [3.0, 5.0, -1.0]}),
+    expect_equal("reverse passes through f",
+                 hint="vᵀJ takes a single backward pass that starts from v. One pass per "
+                      "output builds J row by row, which this exercise rules out."),
+    expect_equal("vector-Jacobian products through f",
+                 hint="vᵀJ is one product. A pass batched over one-hot vectors (vmap or "
+                      "is_grads_batched) builds all of J, which this exercise rules out."),
+    _left_alone(_COPY))
 
 
 @scenario("04-ex1", uses=["vector_jacobian_product"], rtol=1e-4, atol=1e-5,
@@ -214,6 +241,29 @@ def row_visible_example(jacobian_row, rng):
     return observed
 
 
+_ALL_ROWS = "That is the sum of all rows (v = ones): use a one-hot v, 1 at position i."
+_ACCUMULATED = ("That is rows 2 and 0 added together: the second call added into the "
+                ".grad of the first (.grad accumulates, and a returned .grad tensor is "
+                "updated in place). Work on a fresh copy of x in every call: "
+                "x.detach().clone().requires_grad_().")
+CELL_04_EX2 = cell_checks(
+    "04-ex2",
+    expect_tensor("row 2", name="jacobian_row(f, x, 2)", mistakes={
+        "That is column 2 of J. A one-hot v in backward(v) picks a row: vᵀJ.": [0.0, 0.0, -1.0],
+        _ALL_ROWS: [3.0, 5.0, -1.0], _ACCUMULATED: [3.0, 1.0, -1.0]}),
+    expect_tensor("row 0", name="jacobian_row(f, x, 0)", mistakes={
+        "That is column 0 of J, not row 0.": [2.0, 0.0, 1.0],
+        _ALL_ROWS: [3.0, 5.0, -1.0], _ACCUMULATED: [3.0, 1.0, -1.0]}),
+    expect_equal("reverse passes through f (two calls)",
+                 hint="each row takes exactly one backward pass, with a one-hot v; one pass "
+                      "per output builds all of J."),
+    expect_equal("vector-Jacobian products through f (two calls)",
+                 hint="each row is one product, with a one-hot v; a pass batched over every "
+                      "one-hot vector (vmap or is_grads_batched) builds all of J."),
+    _left_alone(_COPY),
+    expect_tensor("row 1 of h", name="jacobian_row(h, [1, -1, 2], 1)"))
+
+
 @scenario("04-ex2", uses=["jacobian_row"], rtol=1e-4, atol=1e-5,
           title="every row of a random Jacobian, one call each")
 def every_row(jacobian_row, rng):
@@ -316,9 +366,12 @@ def _column_observations(jacobian_column, f, x, columns):
     with _blocked(jacobian_column):
         for j in columns:
             found.append(jacobian_column(counted, x, j))
-    return {"columns": found, "forward-mode passes through f": passes.forward_mode,
-            "tangents pushed through f": passes.tangents,
-            "reverse passes through f": passes.reverse, **_x_left_alone(x, original)}
+    observed = {"columns": found, "forward-mode passes through f": passes.forward_mode,
+                "tangents pushed through f": passes.tangents,
+                "reverse passes through f": passes.reverse, **_x_left_alone(x, original)}
+    if passes.forward_mode != len(columns):  # what the test cell tells apart (a failing answer)
+        observed["several backward passes per call of f"] = passes.reverse > passes.calls
+    return observed
 
 
 @scenario("04-ex3", uses=["jacobian_column"], visible=True,
@@ -333,6 +386,37 @@ def column_visible_example(jacobian_column, rng):
     with _blocked(jacobian_column):
         observed["column 2 of h"] = jacobian_column(h, torch.tensor([1.0, -1.0, 2.0]), 2)
     return observed
+
+
+_ALL_COLUMNS = "That is the sum of all columns (u = ones): the tangent must be one-hot."
+CELL_04_EX3 = cell_checks(
+    "04-ex3",
+    expect_tensor("columns", name="jacobian_column(f, x, 1)",
+                  read=lambda seen: seen["columns"][0],
+                  mistakes={"That is row 1 of J. A one-hot tangent u in jvp picks a column: "
+                            "Ju.": [0.0, 4.0, 0.0], _ALL_COLUMNS: [3.0, 4.0, 0.0]}),
+    expect_tensor("columns", name="jacobian_column(f, x, 2)",
+                  read=lambda seen: seen["columns"][1],
+                  mistakes={"That is row 2 of J, not column 2.": [1.0, 0.0, -1.0],
+                            _ALL_COLUMNS: [3.0, 4.0, 0.0]}),
+    expect_equal("forward-mode passes through f",
+                 name="forward-mode passes through f, for two calls",
+                 hint=lambda seen: (
+                     "one backward pass per output builds J row by row; a column takes "
+                     "a single forward-mode pass with a one-hot tangent: torch.func.jvp, "
+                     "or a dual tensor of torch.autograd.forward_ad.")
+                 if seen.get("several backward passes per call of f") else (
+                     "each column takes one forward-mode pass: torch.func.jvp, or a dual "
+                     "tensor of torch.autograd.forward_ad. torch.autograd.functional.jvp "
+                     "is not forward mode: it runs backward twice.")),
+    expect_equal("tangents pushed through f", name="tangents pushed through f, for two calls",
+                 hint="each column takes one one-hot tangent; a pass batched over every "
+                      "one-hot tangent (vmap over jvp) builds all of J."),
+    expect_equal("reverse passes through f", name="backward passes through f",
+                 hint="a column needs no backward pass: one forward-mode pass gives it."),
+    expect_tensor("column 2 of h", name="jacobian_column(h, [1, -1, 2], 2)"),
+    _left_alone("x must be left as it was: forward mode needs no copy that requires grad, "
+                "and x must not change."))
 
 
 @scenario("04-ex3", uses=["jacobian_column"], rtol=1e-4, atol=1e-5,
@@ -435,6 +519,29 @@ def products_visible_example(vjps_from_one_forward, rng):
     x = torch.tensor([1.0, 2.0, 3.0])
     vs = torch.tensor([[0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 3.0, -1.0], [2.0, 0.0, -1.0, 1.0]])
     return _products_observations(vjps_from_one_forward, f, x, vs)
+
+
+CELL_04_EX4 = cell_checks(
+    "04-ex4",
+    expect_tensor("products", name="vjps_from_one_forward(f, x, vs)", mistakes={
+        "Every row is the sum of all the products: .grad accumulates over "
+        "the backward calls and every row is the same .grad tensor. Set "
+        "leaf.grad = None before each backward.": [[8.0, 11.0, -2.0]] * 3,
+        "Every row is the last product: .grad.zero_() resets the one .grad "
+        "tensor that all rows point to. Store a copy (leaf.grad.clone()), "
+        "or set leaf.grad = None before each backward.": [[4.0, 3.0, 2.0]] * 3,
+        "Each row is the running sum of the products so far: .grad "
+        "accumulates, so reset it (leaf.grad = None) before each "
+        "backward.": [[0.0, 4.0, 0.0], [4.0, 8.0, -4.0], [8.0, 11.0, -2.0]],
+        "The result is transposed: row k must be vₖᵀJ, so stack the "
+        "products along dimension 0.": [[0.0, 4.0, 4.0], [4.0, 4.0, 3.0], [0.0, -4.0, 2.0]]}),
+    expect_equal("calls of f", name="number of calls of f",
+                 hint="build the graph once with f(...) and call backward(v, "
+                      "retain_graph=True) for each row v."),
+    expect_equal("vector-Jacobian products through f",
+                 hint="one product per row of vs. Building J first (one product per output "
+                      "of f) and then multiplying vs @ J is another computation."),
+    _left_alone(_COPY))
 
 
 @scenario("04-ex4", uses=["vjps_from_one_forward"], rtol=1e-4, atol=1e-5,

@@ -13,7 +13,8 @@ import torch
 from torch.autograd import Function, gradcheck, gradgradcheck
 
 from coursekit.drawing import domain
-from coursekit.scenarios import mistake, scenario
+from coursekit.scenarios import (cell_checks, expect_same, expect_tensor, expect_true, mistake,
+                                 scenario)
 
 domain("05-ex1", "float32 and float64 inputs of 1 to 3 dimensions with values up to about ±15, "
                  "zeros and magnitudes up to 1000 (past 88, where exp overflows), random "
@@ -94,6 +95,37 @@ def silu_visible_example(SiLU, rng):
                                                      raise_exception=False),
             "x.grad when x changed in place after forward (backward may raise instead)":
                 _gradient_after_in_place_change(SiLU, moved, 1.0)}
+
+
+_IN_PLACE = "x.grad when x changed in place after forward (backward may raise instead)"
+
+
+def _silu_grads():
+    """The test cell's wrong x.grad values (its x and upstream)."""
+    x, upstream = torch.tensor([-1.5, 0., 0.5, 2.]), torch.tensor([1., 2., -1., 0.5])
+    sig = torch.sigmoid(x)
+    slope = sig + x * sig * (1 - sig)
+    return {"x.grad is σ(x) · grad_output: the product rule's second term, "
+            "x · σ(x) · (1 − σ(x)), is missing.": upstream * sig,
+            "x.grad ignores grad_output: multiply the local derivative by it (vector-Jacobian "
+            "product).": slope,
+            "x.grad uses σ′(x) = σ(x)(1 − σ(x)), the derivative of the sigmoid alone: "
+            "silu(x) = x · σ(x) needs the product rule.": upstream * sig * (1 - sig)}
+
+
+CELL_05_EX1 = cell_checks(
+    "05-ex1",
+    expect_tensor("SiLU forward", atol=1e-4, hint="silu(x) is x * torch.sigmoid(x)."),
+    expect_true(lambda seen: seen["upstream unchanged by backward"],
+                "backward changed grad_output in place, so the caller's gradient "
+                "changed too: return grad_output * slope, a new tensor."),
+    expect_tensor("x.grad", mistakes=_silu_grads()),
+    expect_true(lambda seen: seen["gradcheck on float64 inputs"],
+                "gradcheck failed on float64 inputs: compare backward with the formula."),
+    expect_same(_IN_PLACE, "After x changed in place, backward silently used the new values: a "
+                           "tensor kept as a ctx attribute (ctx.x = x) is not checked. Save it "
+                           "with ctx.save_for_backward(x) and read it from ctx.saved_tensors.",
+                rtol=1e-4, atol=1e-5))
 
 
 @scenario("05-ex1", uses=["SiLU"], rtol=1e-4, atol=1e-5,
@@ -272,6 +304,25 @@ def ste_visible_example(SignSTE, rng):
     return _ste_observations(SignSTE, x, upstream)
 
 
+CELL_05_EX2 = cell_checks(
+    "05-ex2",
+    expect_tensor("SignSTE forward", hint="The forward pass is torch.sign(x)."),
+    expect_tensor("x.grad", mistakes={
+        "x.grad is zero: that is the true derivative of sign. A straight-through "
+        "estimator passes grad_output through instead.": [0., 0., 0., 0., 0., 0., 0.],
+        "x.grad is grad_output everywhere: zero it where |x| > 1.": [1., 2., 3., 4., 5., 6., 7.],
+        "x.grad holds ones instead of grad_output: pass grad_output itself through, "
+        "masked where |x| > 1.": [0., 1., 1., 1., 1., 1., 0.],
+        "At x = ±1 the gradient was stopped: the rule is |x| ≤ 1, the boundary included "
+        "(PyTorch's hardtanh sends 0 there; this exercise does not).":
+            [0., 0., 3., 4., 5., 0., 0.],
+        "The mask is taken from grad_output: which entries pass depends on the input x "
+        "(|x| ≤ 1), so save x in forward and mask with it.": [1., 0., 0., 0., 0., 0., 0.]}),
+    expect_true(lambda seen: seen["upstream unchanged by backward"],
+                "backward changed grad_output in place, so the caller's gradient "
+                "changed too: build a new tensor (grad_output * mask, torch.where)."))
+
+
 @scenario("05-ex2", uses=["SignSTE"], title="random inputs with entries at and near ±1")
 def ste_random(SignSTE, rng):
     shape = (int(torch.randint(2, 5, (), generator=rng)),
@@ -412,6 +463,29 @@ def clip_visible_example(ClipGradient, rng):
     x64 = torch.tensor([0.3, -2., 4.], dtype=torch.float64, requires_grad=True)
     observed["gradcheck with bound 10, with bound 0.5"] = _gradchecks(ClipGradient, x64)
     return observed
+
+
+_GRADCHECKS = "gradcheck with bound 10, with bound 0.5"
+CELL_05_EX3 = cell_checks(
+    "05-ex3",
+    expect_tensor("ClipGradient forward",
+                  hint="The forward pass is the identity: return x.clone()."),
+    expect_tensor("x.grad", mistakes={
+        "x.grad is grad_output unchanged: clamp it to [-bound, bound].": [3., -0.2, -5.],
+        "x.grad looks like x clamped: clamp grad_output, not the input.": [0.5, -1., 1.5],
+        "Negative gradients were set to 0: clamp to [-bound, bound], not [0, bound].":
+            [1.5, 0., 0.],
+        "Only the upper bound clips: gradients below -bound pass unchanged. Clamp on both "
+        "sides.": [1.5, -0.2, -5.]}),
+    expect_true(lambda seen: seen["upstream unchanged by backward"],
+                "backward clamped grad_output in place (clamp_), so the caller's "
+                "gradient changed too: return grad_output.clamp(...), a new tensor."),
+    expect_true(lambda seen: seen[_GRADCHECKS][0],
+                "With bound = 10 no gradient is clipped, yet gradcheck failed: is the "
+                "forward pass the identity and the backward grad_output when small?"),
+    expect_true(lambda seen: not seen[_GRADCHECKS][1],
+                "With bound = 0.5 the entries of 1 that gradcheck sends back must be clipped, "
+                "so gradcheck must fail, yet it passed: does backward use the bound?"))
 
 
 @scenario("05-ex3", uses=["ClipGradient"], title="a random input, gradient and bound")
@@ -599,7 +673,65 @@ def softplus_visible_example(Softplus, rng):
     moved = torch.tensor([0.3, -0.7], requires_grad=True)
     observed["x.grad when x changed in place after forward (backward may raise instead)"] = \
         _gradient_after_in_place_change(Softplus, moved, 1.0)
+    if isinstance(observed["grad(grad(Softplus.apply)) at each point"], str):
+        # what the test cell tells apart when torch.func refuses (an answer that fails already)
+        observed["torch.func asks for setup_context"] = _asks_for_setup_context(Softplus,
+                                                                                x.detach())
     return observed
+
+
+def _asks_for_setup_context(Softplus, points):
+    try:
+        torch.stack([torch.func.grad(torch.func.grad(Softplus.apply))(p) for p in points])
+    except RuntimeError as err:
+        return "setup_context" in str(err)
+    except Exception:  # noqa: BLE001 (another refusal: not this one)
+        return False
+    return False
+
+
+def _softplus_grads():
+    """The test cell's wrong x.grad values (its x and upstream)."""
+    x, upstream = torch.tensor([-2., 0., 1.5, 3.]), torch.tensor([1., -2., 0.5, 3.])
+    sig = torch.sigmoid(x)
+    y = torch.nn.functional.softplus(x)
+    return {"x.grad uses 1 − σ(x) = σ(−x): the derivative of log(1 + eˣ) is σ(x).":
+            upstream * (1 - sig),
+            "x.grad ignores grad_output: multiply σ(x) by it (vector–Jacobian product).": sig,
+            "x.grad is σ(y), the sigmoid of the output: backward needs σ(x). Save x, or compute "
+            "σ(x) = 1 − e^(−y) from the output.": upstream * torch.sigmoid(y)}
+
+
+_CHECKS_64 = "gradcheck, gradgradcheck on float64 inputs"
+CELL_05_EX4 = cell_checks(
+    "05-ex4",
+    expect_tensor("Softplus forward",
+                  hint="softplus(x) is log(1 + exp(x)): torch.nn.functional.softplus(x)."),
+    expect_tensor("x.grad", mistakes=_softplus_grads()),
+    expect_true(lambda seen: seen["x.grad requires grad (create_graph=True)"],
+                "x.grad, computed with create_graph=True, does not require grad: autograd did "
+                "not record how backward computed it. Compute σ(x) in backward with torch "
+                "operations from a saved input or output: not in forward or setup_context (both "
+                "run without gradient tracking), not under torch.no_grad(), not from a detached "
+                "tensor, not in NumPy, and without @once_differentiable."),
+    expect_tensor("d((x.grad * w).sum())/dx",
+                  name="d(x.grad)/dx, the second derivative times grad_output",
+                  hint="the second derivative of softplus is σ(x)(1 − σ(x))."),
+    expect_true(lambda seen: seen[_CHECKS_64][0],
+                "gradcheck failed on float64 inputs: compare backward with σ(x)."),
+    expect_true(lambda seen: seen[_CHECKS_64][1],
+                "gradgradcheck failed on float64 inputs: the second derivative is wrong."),
+    expect_true(lambda seen: not isinstance(seen["grad(grad(Softplus.apply)) at each point"],
+                                            str),
+                lambda seen: "torch.func refused Softplus: a Function whose forward takes ctx "
+                "cannot be transformed. Write forward(x) and setup_context(ctx, inputs, "
+                "output), as in section 8." if seen.get("torch.func asks for setup_context")
+                else None),
+    expect_tensor("grad(grad(Softplus.apply)) at each point",
+                  name="grad(grad(Softplus.apply)) at each entry of x"),
+    expect_same(_IN_PLACE, "After x changed in place, backward silently used the new values: a "
+                           "tensor kept as a ctx attribute (ctx.x = x) is not checked. Save it "
+                           "with ctx.save_for_backward(x) in setup_context.", atol=1e-6))
 
 
 @scenario("05-ex4", uses=["Softplus"], rtol=1e-4, atol=1e-6,

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from coursekit.drawing import domain
-from coursekit.scenarios import mistake, scenario
+from coursekit.scenarios import (cell_checks, expect_equal, expect_tensor, expect_true, mistake,
+                                 scenario)
 
 domain("06-ex1", "nested models with an in-place ReLU after the captured layer, forward passes "
                  "that raise before or after the captured layer")
@@ -84,6 +85,27 @@ def capture_visible_example(capture_activation, rng):
             "activation.requires_grad": _requires_grad(activation),
             "hooks left on the model": _forward_hooks_left(net),
             "a forward pass that raises": _after_failure(capture_activation, 2, rng)}
+
+
+_RAISES = "a forward pass that raises"
+CELL_06_EX1 = cell_checks(
+    "06-ex1",
+    expect_tensor("activation", mistakes={
+        "These are the values after the in-place ReLU: the hook kept a reference to the output "
+        "(output or output.detach(), which share its memory), or copied it only after model(x) "
+        "returned. Store output.detach().clone() inside the hook.":
+            [[0., 2., 0.], [0., 0., 1.5]]}),
+    expect_true(lambda seen: not seen["activation.requires_grad"],
+                "The activation still requires grad: output.clone() copies the values but stays "
+                "in the graph. Detach it as well: output.detach().clone()."),
+    expect_equal("hooks left on the model", name="hooks left on the layer",
+                 hint="Remove the hook with the handle that register_forward_hook returned."),
+    expect_true(lambda seen: seen[_RAISES]["error that reached the caller"] is not None,
+                "model(x) raised a ValueError, but capture_activation returned normally: let the "
+                "error reach the caller."),
+    expect_true(lambda seen: seen[_RAISES]["hooks left after the forward pass raised"] == 0,
+                "Remove the hook in a finally block (or use the handle as a context "
+                "manager), so that it goes also when model(x) raises."))
 
 
 @scenario("06-ex1", uses=["capture_activation"],
@@ -264,6 +286,50 @@ def _count_twice(count_calls, model, x):
 @scenario("06-ex2", uses=["count_calls"], visible=True, title="the example of the test cell")
 def count_visible_example(count_calls, rng):
     return _count_twice(count_calls, _Reuse(), torch.ones(2, 3))
+
+
+_REUSE_COUNTS = {"inp": 1, "act": 2, "block": 3, "block.0": 3, "block.1": 3, "head": 1,
+                 "spare": 0}
+
+
+def _counts_names(seen):
+    names = sorted(seen["counts"])
+    shown = names if set(names) <= set(_REUSE_COUNTS) | {""} else "other names"
+    return (f"Nested modules are missing (found {shown}): use named_modules(), "
+            "not named_children().")
+
+
+_HOOKS_LEFT = "Hooks were left on the model: remove each one with its handle."
+_SECOND_CALL = "The second call counted more: remove the hooks after the pass."
+
+
+def _last_name_hint(seen):
+    counts = seen["counts"]
+    if counts and all(isinstance(counts.get(name), int) for name in _REUSE_COUNTS) and \
+            counts != _REUSE_COUNTS and any(
+            all(counts[name] == k * n for name, n in _REUSE_COUNTS.items()) for k in (2, 3, 4)):
+        # Every count a whole multiple of the expected one: the calls before this one (the
+        # test cell's, which ran first) still count, as the cell said at its own later check.
+        return _HOOKS_LEFT if seen["hooks left on the model"] else _SECOND_CALL
+    if seen["counts"] == dict.fromkeys(_REUSE_COUNTS, 0) | {"spare": sum(_REUSE_COUNTS.values())}:
+        return ("Every call was counted under 'spare', the last name of the loop: a hook defined "
+                "in a loop reads the loop variable when it runs, after the loop has ended. Bind "
+                "the name when the hook is made (a default argument name=name, or a function "
+                "that returns the hook).")
+    return None
+
+
+CELL_06_EX2 = cell_checks(
+    "06-ex2",
+    expect_true(lambda seen: isinstance(seen["counts"], dict), None),
+    expect_true(lambda seen: "block.0" in seen["counts"], _counts_names),
+    expect_true(lambda seen: "" not in seen["counts"],
+                "Leave out the model itself (the name '')."),
+    expect_true(lambda seen: "spare" in seen["counts"],
+                "Modules that never ran should appear with a count of 0."),
+    expect_equal("counts", hint=_last_name_hint),
+    expect_true(lambda seen: seen["hooks left on the model"] == 0, _HOOKS_LEFT),
+    expect_equal("counts of a second call", hint=_SECOND_CALL))
 
 
 @scenario("06-ex2", uses=["count_calls"],
@@ -481,6 +547,42 @@ def block_visible_example(block_gradient, rng):
     observed["blocking the first layer (grad_input is (None,)): net[0].weight.grad"] = \
         net[0].weight.grad
     return observed
+
+
+def _unblocked_first_grad():
+    """net[0].weight.grad of the test cell's net without a hook (its first mistake's value)."""
+    x = torch.tensor([[0.5, -1., 2.], [1., 1., -0.5]])
+    with torch.random.fork_rng():
+        net = _small_net()
+    net(x).pow(2).sum().backward()
+    return net[0].weight.grad
+
+
+_LEGACY = ("This is a legacy hook (register_backward_hook): its grad_input holds the gradients "
+           "of the last operation's inputs, the layer's own weights among them, so zeroing it "
+           "also takes the weights' gradients. Use register_full_backward_hook.")
+CELL_06_EX3 = cell_checks(
+    "06-ex3",
+    expect_tensor("net[0].weight.grad", mistakes={
+        "The gradient reached the first layer unchanged: a backward hook that returns None "
+        "changes nothing. Return a new grad_input tuple of zeros.": _unblocked_first_grad()}),
+    expect_true(lambda seen: not (seen["hooks on net[2]"]["kind of backward hooks"] == "legacy"
+                                  and not seen["net[2].weight.grad"].abs().sum()), _LEGACY),
+    expect_tensor("net[2].weight.grad", mistakes={
+        "The blocked layer's own weights lost their gradient: zero grad_input (what flows "
+        "out to earlier layers), not grad_output (what comes in, which the weights need).":
+            torch.zeros(2, 4)}),
+    expect_true(lambda seen: seen["handle has remove()"], "Return the handle of the hook."),
+    expect_tensor("net[0].weight.grad after handle.remove()"),
+    expect_tensor("residual block: first.weight.grad",
+                  name="residual.first.weight.grad (the skip path's gradient)", mistakes={
+                      "The skip path's gradient was wiped too: the hook changed grad_input in "
+                      "place (zero_()), and here that tensor is shared with the skip path. "
+                      "Return a new tuple of zeros instead of editing the tensors you were "
+                      "given.": torch.zeros(3, 3)}),
+    expect_true(lambda seen: bool(seen["blocking the first layer (grad_input is (None,)): "
+                                       "net[0].weight.grad"].abs().sum() > 0),
+                "net[0]'s own weights should still get their gradient."))
 
 
 @scenario("06-ex3", uses=["block_gradient"],

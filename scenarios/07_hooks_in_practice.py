@@ -14,7 +14,8 @@ from torch import nn
 
 from coursekit.drawing import domain, draw, names
 from coursekit.practice import deep_mlp, make_shapes, shape_cnn, tensor_bytes, watch_outputs
-from coursekit.scenarios import count_calls, mistake, scenario
+from coursekit.scenarios import (cell_checks, count_calls, expect_equal, expect_tensor,
+                                 expect_true, mistake, scenario)
 
 domain("07-ex1", "random multilayer perceptrons (up to more than nine Linear layers), a small "
                  "CNN, Linear layers under any names with other modules named fc…, a batch "
@@ -392,6 +393,56 @@ def float16_visible_example(float16_hooks, rng):
     observed["the gradient of x"] = grad_x
     observed["the gradient of w"] = grad_w
     return observed
+
+
+def _stored(what, field, dtype, hint):
+    """The cell's check_equal of a dtype that pack stored (or unpack gave back)."""
+    return expect_true(lambda seen: seen[what][field] == dtype, hint)
+
+
+def _received_hint(seen):
+    return {950: "these are numbers of elements: count bytes with tensor_bytes(tensor)",
+            2600: "the bytes of the stored tensors were added: add those of each tensor pack "
+                  "receives"}.get(seen["counts after the forward pass"]["received"],
+                                  "add tensor_bytes(tensor) for every tensor pack is "
+                                  "given, converted or not")
+
+
+def _gradient_scales():
+    """The largest |gradient| of x and of w in the test cell's example (its atol's scale)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(21)
+        x = torch.randn(20, 30, requires_grad=True)
+        w = torch.randn(30, 5, requires_grad=True)
+    return [g.abs().max().item() for g in torch.autograd.grad(torch.tanh(x @ w).pow(2).sum(),
+                                                              (x, w))]
+
+
+_COUNTS = "counts after the forward pass"
+CELL_07_EX2 = cell_checks(
+    "07-ex2",
+    expect_equal("counts before any forward pass",
+                 hint="start each call of float16_hooks with a new dict of zeros"),
+    _stored("a 300-element float32 tensor", "stored dtype", "torch.float16",
+            "pack returns the pair (original dtype, stored tensor); a "
+            "floating-point tensor of at least min_elements elements "
+            "is stored as float16"),
+    _stored("a 300-element float32 tensor", "unpacked dtype", "torch.float32",
+            "convert back to the dtype pack remembered"),
+    _stored("a 10-element float32 tensor", "stored dtype", "torch.float32",
+            "tensors with fewer than min_elements elements are stored unchanged"),
+    _stored("a 200-element float32 tensor", "stored dtype", "torch.float16",
+            "'at least min_elements' includes min_elements itself: >=, not >"),
+    _stored("a 250-element int64 tensor", "stored dtype", "torch.int64",
+            "integer tensors (indices) are stored unchanged: convert only "
+            "floating-point tensors"),
+    expect_true(lambda seen: seen[_COUNTS]["received"] == 3800, _received_hint),
+    expect_true(lambda seen: seen[_COUNTS]["stored"] == 2600,
+                lambda seen: "add tensor_bytes of the tensor pack stores (the float16 copy when "
+                "it converts), not of the one it receives"
+                if seen[_COUNTS]["stored"] == 3800 else None),
+    *[expect_tensor(f"the gradient of {name}", rtol=1e-2, atol=1e-2 * scale)
+      for name, scale in zip(("x", "w"), _gradient_scales())])
 
 
 def _counts(counts):

@@ -39,6 +39,8 @@ import pytest
 
 from autograder.release import COURSE_ROOT, lessons
 
+import scenario_support as support
+
 LESSONS = lessons(COURSE_ROOT)
 VARIANTS_DIR = COURSE_ROOT / "tests" / "variants"
 MIN_WRONG = 10  # wrong answers with a named mistake or relation, per exercise (issue 32)
@@ -502,6 +504,16 @@ def _neighbours(lesson: str, r: int, exercise: str) -> str:
     return f"(notebook {_student(r)}/{lesson}.ipynb, beside {', '.join(others)})"
 
 
+def cell_said(lesson: str, exercise: str, variant: dict) -> str | None:
+    """What the test cell says of the wrong answer `variant` (run in this process), where its
+    lesson declares its cell checks (issue 32: the page says at least that)."""
+    if support.cell_words_gap(exercise, variant["name"]):
+        return None
+    namespace = support.variant_namespace(lesson, exercise, variant["source"])
+    said = support.cell_message(*support.run_test_cell(lesson, exercise, namespace))
+    return support.CELL_QUOTES_VALUES.get((exercise, variant["name"]), said)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 def test_variant_through_the_grading_command(graded, case):
@@ -529,6 +541,10 @@ def test_variant_through_the_grading_command(graded, case):
             f"expected a mistake naming {phrase!r} {where}, got {got.mistakes}:\n{got.cell_text}"
         assert phrase.lower() in got.feedback_text.lower(), \
             f"the feedback page does not name {phrase!r} under {exercise}-test {where}"
+    said = cell_said(lesson, exercise, answer.variant)
+    if said:
+        assert support.normalised(said) in support.normalised(got.feedback_text), \
+            f"the feedback page does not say what the test cell said, {said!r} {where}"
     phrase = answer.variant.get("relation")
     if phrase:
         assert any(phrase.lower() in m.lower() for m in got.relations), \

@@ -403,3 +403,69 @@ def test_a_test_cell_never_says_passed_for_an_answer_grading_fails(lesson):
             wrong_but_quiet.append((variant["name"], text))
     assert not wrong_but_quiet, wrong_but_quiet
     assert not valid_failed, valid_failed
+
+
+# --------------------------------------------------------------------------------------------
+# One judge: the graded page says at least what the student's own test cell said
+
+def _wrong_case(lesson: str, variant: dict):
+    key = (variant["exercise"], variant["name"])
+    reason = support.cell_words_gap(*key)
+    return pytest.param(lesson, variant, id="-".join(key),
+                        marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
+
+
+WRONG_CASES = [_wrong_case(lesson, v) for lesson, v in VARIANT_CASES if v["expect"] == "fail"]
+
+
+@pytest.mark.parametrize("lesson,variant", WRONG_CASES)
+def test_the_graded_page_says_what_the_test_cell_said(lesson, variant):
+    """Issue 32: for each wrong answer, the message its test cell printed (a likely mistake, a
+    hint, a check_true message) is on the graded page too, found again by the grader from the
+    values the visible scenario reported (run after the cell, as grading runs them)."""
+    namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+    said = support.cell_message(*support.run_test_cell(lesson, variant["exercise"], namespace))
+    if said is None:
+        return  # the cell named nothing (it raised another error, or only showed values)
+    said = support.CELL_QUOTES_VALUES.get((variant["exercise"], variant["name"]), said)
+    page = support.page_text(variant["exercise"],
+                             support.verdict(lesson, variant["exercise"], namespace))
+    assert support.normalised(said) in support.normalised(page), (said, page)
+
+
+def _cell_texts(source: str) -> list[str]:
+    """Every string literal of a test cell's source (the literal parts of f-strings too)."""
+    import ast
+    return [support.normalised(node.value) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_declared_cell_words_are_the_test_cells_words(lesson):
+    """The messages a scenario module declares for a test cell (`cell_checks`) are written in
+    that cell: a text changed in one place and not the other fails here. Messages made by a
+    function are checked by their effect, in the test above."""
+    scenarios, _ = collect(support.scenario_module(lesson))
+    drifted = []
+    for scenario in scenarios:
+        if scenario.cell is None:
+            continue
+        texts = _cell_texts(support.test_cell(lesson, scenario.exercise))
+        for check in scenario.cell.checks:
+            declared = [m for m, _ in check.mistakes]
+            if isinstance(check.message, str):
+                declared.append(check.message)
+            for text in declared:
+                if not any(support.normalised(text) in piece for piece in texts):
+                    drifted.append((scenario.exercise, text))
+    assert not drifted, drifted
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_no_cell_declaration_enters_the_sandbox(lesson):
+    """The test cells' declared checks (their mistakes' values, their messages) are the
+    grader's: what a sandbox receives of the scenario module holds none of them."""
+    from coursekit.scenarios import CellChecks
+    assert not [name for name, value in support.sandbox_module(lesson).items()
+                if isinstance(value, CellChecks)]
+    assert all(s.cell is None for s in collect(support.sandbox_module(lesson))[0])

@@ -153,7 +153,7 @@ def test_an_integer_too_large_for_a_float_is_a_malformed_report():
 
 from autograder.trusted.outcomes import Outcome, ScenarioRun  # noqa: E402
 from autograder.trusted.relations import relate  # noqa: E402
-from autograder.trusted.verdicts import judge_exercise  # noqa: E402
+from autograder.trusted.verdicts import judge, judge_exercise  # noqa: E402
 from coursekit.scenarios import Mistake  # noqa: E402
 
 
@@ -621,3 +621,53 @@ def test_a_frozen_parameter_is_not_said_to_be_detached():
                         False)
     assert "detached" not in fact and fact.endswith("is False, not True") and hint is None
     assert "detached" in relate(True, False, 0, 0, "y.requires_grad", False)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# What the test cell said, found again from the visible scenario's observations (issue 32)
+
+def _cell_scenario(*checks) -> Scenario:
+    from coursekit.scenarios import cell_checks
+    scenario = _scenario(True)
+    scenario.cell = cell_checks("01-ex1", *checks)
+    return scenario
+
+
+def test_the_first_failing_check_of_the_cell_says_its_message():
+    from autograder.trusted.said import cell_says
+    from coursekit.scenarios import expect_equal, expect_tensor, expect_true
+    scenario = _cell_scenario(
+        expect_true(lambda seen: seen["label"] == "ok", "the label is wrong"),
+        expect_tensor("x.grad", mistakes={"x.grad is halved: use .sum()": [1.5, 6.0]},
+                      hint="x.grad = 3 x**2"),
+        expect_equal("label", hint="never reached"))
+    halved = read_outcome({"observations": {"x.grad": T(1.5, 6.0), "label": "ok"}})
+    assert cell_says(scenario, _reference(), halved) == "x.grad is halved: use .sum()"
+    other = read_outcome({"observations": {"x.grad": T(1.0, 1.0), "label": "ok"}})
+    assert cell_says(scenario, _reference(), other) == "x.grad = 3 x**2"
+    both = read_outcome({"observations": {"x.grad": T(1.0, 1.0), "label": "no"}})
+    assert cell_says(scenario, _reference(), both) == "the label is wrong"
+    assert cell_says(scenario, _reference(), _reference()) is None
+    check = judge(scenario, _reference(), halved)
+    assert check.said == "x.grad is halved: use .sum()"
+
+
+def test_the_cell_says_nothing_where_its_check_cannot_read_the_report():
+    from autograder.trusted.said import cell_says
+    from coursekit.scenarios import expect_true
+    scenario = _cell_scenario(expect_true(lambda seen: seen["x.grad"].sum() > 100, "too small"))
+    for report in ({"observations": {"x.grad": "a string", "label": "ok"}},
+                   {"observations": {"label": "ok"}},
+                   {"raised": "TypeError", "message": "boom"}):
+        assert cell_says(scenario, _reference(), read_outcome(report)) is None
+
+
+def test_a_cell_message_never_quotes_a_string_the_answer_reported():
+    from autograder.trusted.said import cell_says
+    from coursekit.scenarios import expect_true
+    scenario = _cell_scenario(expect_true(lambda seen: seen["label"] == "ok",
+                                          lambda seen: f"the label is {seen['label']}"))
+    hostile = read_outcome({"observations": {"x.grad": T(3.0, 12.0), "label": "LEAK " + SECRET}})
+    assert cell_says(scenario, _reference(), hostile) is None
+    plain = read_outcome({"observations": {"x.grad": T(3.0, 12.0), "label": "list"}})
+    assert cell_says(scenario, _reference(), plain) == "the label is list"

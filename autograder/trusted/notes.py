@@ -128,6 +128,8 @@ def verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run:
         mark = "✓" if check.passed else "✗"
         lines.append(f"{mark} {kind}: {check.title}")
         if not check.passed:
+            if check.said:
+                lines.append(f"    the test cell says: {check.said}")
             for problem in check.problems[:4]:
                 lines.append(f"    - {problem}")
             if check.mistake:
@@ -141,7 +143,7 @@ def verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run:
     outputs = [from_dict(stream)]
     if len(passed) != len(checks):
         first = next(c for c in checks if not c.passed)
-        message = first.mistake or (first.relations or first.problems or ["a check failed"])[0]
+        message = first.mistake or first.said or (first.relations or first.problems or ["a check failed"])[0]
         outputs.append(from_dict(error_output(CHECK_ENAME, one_line(message, 300),
                                               f"Exercise {number} is not right yet: "
                                               + one_line(message, 300))))

@@ -17,6 +17,7 @@ from autograder.trusted.raised import Relation, message_kind
 from autograder.trusted.outcomes import Outcome, ScenarioRun, differences, outcome_problems
 from autograder.trusted.phrases import say
 from autograder.trusted.relations import scenario_relations
+from autograder.trusted.said import cell_says
 from coursekit.scenarios import Mistake, Scenario
 
 
@@ -35,6 +36,9 @@ class Check:
     # found values to the expected ones, and hints (guesses at a cause) that go with them.
     relations: list[str] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
+    # What the exercise's test cell says of the answer (autograder.trusted.said): on the
+    # visible check, so that the page says at least what the student's own cell said.
+    said: str | None = None
 
     def row(self, cell: str) -> dict:
         return {"exercise": self.exercise, "cell": cell, "scenario": self.scenario,
@@ -49,6 +53,7 @@ def judge(scenario: Scenario, reference: Outcome, student: Outcome,
     check = Check(scenario.exercise, scenario.name, scenario.title, scenario.visible,
                   not problems, problems)
     if problems:
+        check.said = cell_says(scenario, reference, student)
         for fact, hint in scenario_relations(scenario, reference, student):
             if fact not in check.relations:
                 check.relations.append(fact)
