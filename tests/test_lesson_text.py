@@ -89,3 +89,18 @@ def test_the_instructors_table_gives_the_readmes_times():
         core, further = int(readme[1]), int(readme[2])
         assert (int(row[1]), int(row[2]), int(row[3])) == (core, further, core + further), \
             f"{name}: docs/INSTRUCTORS.md gives {row.group(0)}, README.md ({core} + {further} min)"
+
+
+def test_each_time_line_gives_the_readmes_times(lesson):
+    """A lesson's **Time:** line, the README's table and so the start pages give one core and
+    one Going further: a lesson whose material moved between them says so everywhere."""
+    _, teaches = course_intro(COURSE_ROOT)
+    readme = re.search(r"\((\d+) \+ (\d+) min\)\s*$", teaches[lesson])
+    opening = next(c.source for c in read_notebook(solution_path(lesson)).cells
+                   if "**Time:**" in c.source)
+    line = " ".join(opening[opening.index("**Time:**"):].split())
+    core = re.search(r"about (\d+) minutes for the core", line)
+    further = re.search(r'"Going further".*?about (\d+) (?:minutes )?more', line)
+    assert readme and core and further, f"{lesson}: {teaches[lesson]!r} / {line}"
+    assert (int(core[1]), int(further[1])) == (int(readme[1]), int(readme[2])), \
+        f"{lesson}: the **Time:** line says {line!r}, README.md ({readme[1]} + {readme[2]} min)"

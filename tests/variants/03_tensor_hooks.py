@@ -377,4 +377,13 @@ def sgd_in_backward(params, lr):
 
     return [p.register_post_accumulate_grad_hook(step) for p in params]
 '''),
+    # Section 7's post-accumulate hook, taught just before: every leaf check passes, but an
+    # intermediate tensor refuses it (the test cell said nothing of that until issue 33).
+    dict(exercise="03-ex1", name="post-accumulate-grad-hook", cell="may be an intermediate tensor",
+         expect="fail", mistake=None, source='''
+def freeze_entries(param, mask):
+    def zero_frozen(p):
+        p.grad = p.grad.masked_fill(mask, 0.0)
+    return param.register_post_accumulate_grad_hook(zero_frozen)
+'''),
 ]

@@ -452,4 +452,18 @@ def block_gradient(module):
         return tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
     return module.register_full_backward_hook(hook)
 '''),
+    # Clears every forward hook after its pass: the test cell said "the example passes"
+    # although the statement asks to leave the model's own hooks alone (issue 33).
+    dict(exercise="06-ex2", name="clears-every-forward-hook", cell="a hook the model already had",
+         expect="fail", mistake=None, source='''
+def count_calls(model, x):
+    counts = {name: 0 for name, _ in model.named_modules() if name}
+    for name, module in model.named_modules():
+        if name:
+            module.register_forward_hook(lambda m, a, o, name=name: counts.__setitem__(name, counts[name] + 1))
+    model(x)
+    for module in model.modules():
+        module._forward_hooks.clear()
+    return counts
+'''),
 ]
