@@ -59,9 +59,26 @@ def freeze_entries_visible(freeze_entries, rng):
     (a * 3 + p).matmul(torch.tensor([1.0, 1.0])).backward()
     observed["p.grad"] = p.grad
     observed["a.grad (the hook sits on p)"] = a.grad
+    # the cell's last check: param may be an intermediate tensor
+    leaf = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    middle = leaf * 2
+    try:
+        freeze_entries(middle, torch.tensor([False, True, False]))
+    except RuntimeError:
+        observed["freeze_entries(middle, mask) raised RuntimeError"] = True
+        return observed
+    observed["freeze_entries(middle, mask) raised RuntimeError"] = False
+    try:  # an answer that failed a check above may raise here: the cell stopped before
+        (middle * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+    except Exception:  # noqa: BLE001
+        return observed
+    observed["leaf.grad through a hooked intermediate"] = leaf.grad
     return observed
 
 
+INTERMEDIATE_REFUSED = ("freeze_entries(middle, mask) raised RuntimeError: param may be an "
+                        "intermediate tensor (here middle = leaf * 2), not only a leaf: use a "
+                        "hook that intermediate tensors accept too, such as register_hook.")
 CELL_03_EX1 = cell_checks(
     "03-ex1",
     expect_true(lambda seen: seen["freeze_entries returns a handle with remove()"],
@@ -80,7 +97,10 @@ CELL_03_EX1 = cell_checks(
                   mistakes={"a.grad changed although the hook sits on p: the hook edits its "
                             "argument in place (grad[mask] = 0, masked_fill_). Return a new "
                             "tensor instead (masked_fill, torch.where, grad * ~mask).":
-                            [0.0, 3.0]}))
+                            [0.0, 3.0]}),
+    expect_true(lambda seen: not seen["freeze_entries(middle, mask) raised RuntimeError"],
+                INTERMEDIATE_REFUSED),
+    expect_tensor("leaf.grad through a hooked intermediate"))
 
 
 @scenario("03-ex1", uses=["freeze_entries"], title="an intermediate tensor of another shape")

@@ -233,7 +233,12 @@ CELL_WORDS_NOT_YET = {
 # Where the cell quotes the answer's own values (their repr), the page, which echoes nothing an
 # answer returned, describes them: it says the cell's message up to the quoted part.
 CELL_QUOTES_VALUES = {("02-ex3", "leaf-first"):
-                      "return a list with one gradient per factor (2 here), not"}
+                      "return a list with one gradient per factor (2 here), not",
+                      # the cell quotes torch's error after its own sentence
+                      ("03-ex1", "post-accumulate-grad-hook"):
+                      "freeze_entries(middle, mask) raised RuntimeError: param may be an "
+                      "intermediate tensor (here middle = leaf * 2), not only a leaf: use a "
+                      "hook that intermediate tensors accept too, such as register_hook."}
 # Known gaps, each with its reason (expected to fail, strict, like the list above).
 CELL_WORDS_GAPS = {
     ("04-ex3", "row-instead-of-column"):
