@@ -285,7 +285,19 @@ def _count_twice(count_calls, model, x):
 
 @scenario("06-ex2", uses=["count_calls"], visible=True, title="the example of the test cell")
 def count_visible_example(count_calls, rng):
-    return _count_twice(count_calls, _Reuse(), torch.ones(2, 3))
+    model = _Reuse()
+    observed = _count_twice(count_calls, model, torch.ones(2, 3))
+    # the cell's last check: a hook the model already had still fires, and stays
+    fired = []
+    own = model.head.register_forward_hook(lambda module, args, output: fired.append(1))
+    try:
+        count_calls(model, torch.ones(2, 3))
+    except Exception:  # noqa: BLE001 (an answer that failed a check above: the cell stopped)
+        return observed
+    observed["calls of the model's own hook in one call"] = len(fired)
+    observed["the model's own hook is still registered"] = own.id in model.head._forward_hooks
+    own.remove()
+    return observed
 
 
 _REUSE_COUNTS = {"inp": 1, "act": 2, "block": 3, "block.0": 3, "block.1": 3, "head": 1,
@@ -319,6 +331,14 @@ def _last_name_hint(seen):
     return None
 
 
+def _own_hook_said(seen):
+    fired, kept = seen["calls of the model's own hook in one call"], \
+        seen["the model's own hook is still registered"] is True
+    return (f"A hook the model already had (on reuse.head) fired {fired} time(s) in one "
+            f"call, not once, and is {'still' if kept else 'no longer'} registered afterwards: "
+            "leave alone the hooks you did not register; remove only yours, by their handles.")
+
+
 CELL_06_EX2 = cell_checks(
     "06-ex2",
     expect_true(lambda seen: isinstance(seen["counts"], dict), None),
@@ -329,7 +349,9 @@ CELL_06_EX2 = cell_checks(
                 "Modules that never ran should appear with a count of 0."),
     expect_equal("counts", hint=_last_name_hint),
     expect_true(lambda seen: seen["hooks left on the model"] == 0, _HOOKS_LEFT),
-    expect_equal("counts of a second call", hint=_SECOND_CALL))
+    expect_equal("counts of a second call", hint=_SECOND_CALL),
+    expect_true(lambda seen: seen["calls of the model's own hook in one call"] == 1
+                and seen["the model's own hook is still registered"] is True, _own_hook_said))
 
 
 @scenario("06-ex2", uses=["count_calls"],

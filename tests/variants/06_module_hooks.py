@@ -454,7 +454,8 @@ def block_gradient(module):
 '''),
     # Clears every forward hook after its pass: the test cell said "the example passes"
     # although the statement asks to leave the model's own hooks alone (issue 33).
-    dict(exercise="06-ex2", name="clears-every-forward-hook", cell="a hook the model already had",
+    dict(exercise="06-ex2", name="clears-forward-hooks-after-lambda-counts",
+         cell="a hook the model already had",
          expect="fail", mistake=None, source='''
 def count_calls(model, x):
     counts = {name: 0 for name, _ in model.named_modules() if name}
