@@ -53,7 +53,10 @@ def answer_and_save(page, hub: ClassHub, student: str, answers: dict[str, str]) 
     page.keyboard.press("ControlOrMeta+s")
 
     def saved() -> bool:
-        cells = nbformat.read(path, as_version=4).cells
+        try:  # the server may be writing the file this moment (empty, or half written)
+            cells = nbformat.read(path, as_version=4).cells
+        except (ValueError, nbformat.reader.NotJSONError):
+            return False
         return all(c.source == answers[grading(c)["grade_id"]] for c in cells
                    if grading(c).get("grade_id") in answers)
     wait_until(saved, "saved answers")
