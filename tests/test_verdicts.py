@@ -662,6 +662,25 @@ def test_the_cell_says_nothing_where_its_check_cannot_read_the_report():
         assert cell_says(scenario, _reference(), read_outcome(report)) is None
 
 
+@pytest.mark.parametrize("dtype, value", [("int64", {"__float__": "nan"}), ("int8", 100000),
+                                          ("int32", 2 ** 40)])
+def test_a_forged_tensor_the_report_passes_leaves_the_cell_silent_not_the_grader_broken(
+        dtype, value):
+    """A report is the notebook's: it may hold a tensor no torch tensor of its dtype can hold
+    (nan among int64s, 100000 as an int8). Validated, it is data; the cell's checks cannot read
+    it, so the cell says nothing, and the verdict is still given (it raised RuntimeError, and
+    the submission was graded "error", flagged for the instructor, before)."""
+    from autograder.trusted.said import cell_says
+    from coursekit.scenarios import expect_tensor
+    scenario = _cell_scenario(expect_tensor("x.grad", hint="x.grad = 3 x**2"))
+    forged = read_outcome({"observations": {
+        "x.grad": T(1.0, 1.0), "label": "ok",
+        "extra": {"__tensor__": {"dtype": dtype, "shape": [1], "data": [value]}}}})
+    assert cell_says(scenario, _reference(), forged) is None
+    check = judge(scenario, _reference(), forged)
+    assert not check.passed and check.said is None and check.problems
+
+
 def test_a_cell_message_never_quotes_a_string_the_answer_reported():
     from autograder.trusted.said import cell_says
     from coursekit.scenarios import expect_true
