@@ -615,6 +615,28 @@ def test_an_entry_named_in_words_is_not_shown_as_an_internal_key():
     assert said[1].startswith("the packed tensor['grads']['pre']: expected"), said
 
 
+INF = {"__float__": "inf"}
+
+
+@pytest.mark.parametrize("expected, found", [
+    (2.0, INF), (2.0, {"__float__": "-inf"}), (1, INF), (1e-300, 1e300), (5e-324, 1.0),
+    (1.0, 5e-324), ({"a": 1.0}, {"a": INF}), ([1.0, 2.0], [INF, 2.0]),
+    (T(1.0, 2.0), {"__tensor__": {"dtype": "float64", "shape": [2], "data": [5e-324, 1e-323]}}),
+    ({"__tensor__": {"dtype": "float64", "shape": [2], "data": [1e-300, 2e-300]}},
+     {"__tensor__": {"dtype": "float64", "shape": [2], "data": [1e300, 2e300]}})])
+def test_a_value_past_floats_range_is_judged_not_a_grader_error(expected, found):
+    """An answer's number may be infinite (a loss that overflowed) or so far from the expected
+    one that their ratio is: the check fails and says what it can, where relating the two
+    raised OverflowError (round(inf)) or ZeroDivisionError, and the whole notebook was graded
+    "error" (lesson 07 reports plain floats)."""
+    reference = read_outcome({"observations": {"value": expected}})
+    for visible in (True, False):
+        scenario = _scenario(visible)
+        check = judge_exercise([ScenarioRun(scenario, reference,
+                                            read_outcome({"observations": {"value": found}}))])[0]
+        assert not check.passed and check.problems
+
+
 def test_a_frozen_parameter_is_not_said_to_be_detached():
     """A parameter's requires_grad False (frozen) is no result cut from the graph."""
     fact, hint = relate(True, False, 0, 0, "requires_grad of each parameter['body.0.weight']",
