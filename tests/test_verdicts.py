@@ -615,6 +615,28 @@ def test_an_entry_named_in_words_is_not_shown_as_an_internal_key():
     assert said[1].startswith("the packed tensor['grads']['pre']: expected"), said
 
 
+INF = {"__float__": "inf"}
+
+
+@pytest.mark.parametrize("expected, found", [
+    (2.0, INF), (2.0, {"__float__": "-inf"}), (1, INF), (1e-300, 1e300), (5e-324, 1.0),
+    (1.0, 5e-324), ({"a": 1.0}, {"a": INF}), ([1.0, 2.0], [INF, 2.0]),
+    (T(1.0, 2.0), {"__tensor__": {"dtype": "float64", "shape": [2], "data": [5e-324, 1e-323]}}),
+    ({"__tensor__": {"dtype": "float64", "shape": [2], "data": [1e-300, 2e-300]}},
+     {"__tensor__": {"dtype": "float64", "shape": [2], "data": [1e300, 2e300]}})])
+def test_a_value_past_floats_range_is_judged_not_a_grader_error(expected, found):
+    """An answer's number may be infinite (a loss that overflowed) or so far from the expected
+    one that their ratio is: the check fails and says what it can, where relating the two
+    raised OverflowError (round(inf)) or ZeroDivisionError, and the whole notebook was graded
+    "error" (lesson 07 reports plain floats)."""
+    reference = read_outcome({"observations": {"value": expected}})
+    for visible in (True, False):
+        scenario = _scenario(visible)
+        check = judge_exercise([ScenarioRun(scenario, reference,
+                                            read_outcome({"observations": {"value": found}}))])[0]
+        assert not check.passed and check.problems
+
+
 def test_a_frozen_parameter_is_not_said_to_be_detached():
     """A parameter's requires_grad False (frozen) is no result cut from the graph."""
     fact, hint = relate(True, False, 0, 0, "requires_grad of each parameter['body.0.weight']",
@@ -660,6 +682,25 @@ def test_the_cell_says_nothing_where_its_check_cannot_read_the_report():
                    {"observations": {"label": "ok"}},
                    {"raised": "TypeError", "message": "boom"}):
         assert cell_says(scenario, _reference(), read_outcome(report)) is None
+
+
+@pytest.mark.parametrize("dtype, value", [("int64", {"__float__": "nan"}), ("int8", 100000),
+                                          ("int32", 2 ** 40)])
+def test_a_forged_tensor_the_report_passes_leaves_the_cell_silent_not_the_grader_broken(
+        dtype, value):
+    """A report is the notebook's: it may hold a tensor no torch tensor of its dtype can hold
+    (nan among int64s, 100000 as an int8). Validated, it is data; the cell's checks cannot read
+    it, so the cell says nothing, and the verdict is still given (it raised RuntimeError, and
+    the submission was graded "error", flagged for the instructor, before)."""
+    from autograder.trusted.said import cell_says
+    from coursekit.scenarios import expect_tensor
+    scenario = _cell_scenario(expect_tensor("x.grad", hint="x.grad = 3 x**2"))
+    forged = read_outcome({"observations": {
+        "x.grad": T(1.0, 1.0), "label": "ok",
+        "extra": {"__tensor__": {"dtype": dtype, "shape": [1], "data": [value]}}}})
+    assert cell_says(scenario, _reference(), forged) is None
+    check = judge(scenario, _reference(), forged)
+    assert not check.passed and check.said is None and check.problems
 
 
 def test_a_cell_message_never_quotes_a_string_the_answer_reported():

@@ -73,7 +73,10 @@ def _all_close(found: list[float], expected: list[float], rtol: float, atol: flo
 
 
 def _whole(x: float) -> int | None:
-    """`x` as a whole number when it is one, to float32 precision."""
+    """`x` as a whole number when it is one, to float32 precision (an infinite ratio, of a
+    number past float's range, is none)."""
+    if not math.isfinite(x):
+        return None
     n = round(x)
     return n if n != 0 and abs(x - n) <= 1e-4 * max(1.0, abs(x)) else None
 
@@ -342,9 +345,10 @@ def _relate_values(expected: Tensor, e: list[float], f: list[float], rtol: float
         # Every expected value is zero: no mask, factor or offset can be told from that.
         return say("should_be_zeros", name=name, count=sum(1 for x in f if x), total=n)
     nonzero = sum(1 for x in e if x)
-    if nonzero >= 2 or n == 1 and nonzero:
-        k = sum(a * b for a, b in zip(f, e)) / sum(b * b for b in e)
-        if not close(k, 1.0, rtol, atol) and _all_close(f, [k * x for x in e], rtol, atol) \
+    energy = sum(b * b for b in e)  # 0.0 where the expected values' squares underflow
+    if energy and (nonzero >= 2 or n == 1 and nonzero):
+        k = sum(a * b for a, b in zip(f, e)) / energy
+        if math.isfinite(k) and not close(k, 1.0, rtol, atol) and _all_close(f, [k * x for x in e], rtol, atol) \
                 and (n > 1 or _simple(k, reveal)):
             return _factor(k, reveal, name, many=nonzero > 1)
     if n > 1:
