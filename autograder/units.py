@@ -21,11 +21,15 @@ _SIZE = re.compile(r"\s*(\d{1,12}(?:\.\d{1,6})?)\s*(?:([kmgt])(?:i?b)?)?\s*", re
 _NO_LIMIT = ("none", "off")
 _LONGEST = 40  # characters: a size is a few; anything longer is refused before it is read
 EXAMPLE = 'write e.g. "4G", "512M" or "2.5GiB" (a bare number is in GiB), or "0" for no limit'
+# The most a limit may be: setrlimit takes at most 2**63 - 1 bytes (a larger size was read,
+# then failed every process it was set on), and no machine has a pebibyte of memory.
+MOST = 1 << 50
 
 
 def parse_memory(text: str) -> int:
     """'4G', '512M', '2.5GiB', '4GB' or '4' (GiB) in bytes; '0', 'none' or 'off': no limit (0).
-    Raises ValueError, saying what was wrong and what to write, for anything else."""
+    Raises ValueError, saying what was wrong and what to write, for anything else (a size over
+    MOST, or one that is not zero but under a byte, included)."""
     if not isinstance(text, str):
         raise ValueError(f"not a memory size: {text!r}; {EXAMPLE}")
     if len(text) > _LONGEST:
@@ -36,7 +40,13 @@ def parse_memory(text: str) -> int:
     match = _SIZE.fullmatch(text)
     if not match:
         raise ValueError(f"not a memory size: {text!r}; {EXAMPLE}")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+    size = int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+    if size > MOST:
+        raise ValueError(f"not a memory size: {text!r} is more than {format_memory(MOST)}, "
+                         f"more than any machine has; {EXAMPLE}")
+    if size == 0 and float(match.group(1)) != 0:  # "0.000001k": under a byte, never no limit
+        raise ValueError(f"not a memory size: {text!r} is less than one byte; {EXAMPLE}")
+    return size
 
 
 def format_memory(size: int) -> str:

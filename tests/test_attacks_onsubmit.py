@@ -221,3 +221,81 @@ def test_a_grading_of_some_students_reads_nothing_of_the_others(tmp_path, monkey
         pass
     assert copied and not [p for p in copied if "mallory" in p or L2 in p]
     assert f"alice/{L1}/{L1}.ipynb" in copied and f"bob/{L1}/{L1}.ipynb" in copied
+
+
+_EXCHANGE_CONFIG = """c = get_config()
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.course_id = "autograd-hooks"
+c.CourseDirectory.db_url = "sqlite:///" + {root!r} + "/gradebook.db"
+c.Exchange.root = {exchange!r}
+c.ExchangeFactory.collect = "autograder.intake.exchange.SafeCollect"
+c.SafeCollect.inbound_layout = "per-student"
+"""
+
+
+def test_a_flood_of_refused_folders_cannot_fail_a_classmates_collect_in_the_same_batch(
+        tmp_path, monkeypatch, capfd):
+    """The batch's collect reports every student's log on one line of JSON, which the service
+    reads whole up to 8 MiB, and each folder of Mallory's that collect refuses adds a line to
+    her log. With 25,000 of them (names whose time does not parse, 10 MB of log) the report was
+    too long to read, and every student collected with her failed, Alice too: twice, and her
+    submission was never graded. Each student's log in the report is now bounded. The real
+    exchange step (SafeCollect, the per-student layout, so that no account is needed) writes
+    the report; the service's own reading of it judges."""
+    from coursehub.onsubmit import main
+    from coursehub.submitqueue import Entry
+    from coursehub.submitsteps import Steps
+
+    root, exchange = tmp_path / "course", tmp_path / "exchange"
+    root.mkdir()
+    (root / "nbgrader_config.py").write_text(
+        _EXCHANGE_CONFIG.format(root=str(root), exchange=str(exchange)))
+    inbound = exchange / "autograd-hooks" / "inbound"
+    alices, mallorys = name("alice", L1, 1), name("mallory", L1, 2)
+    for folder in (inbound / "alice" / alices, inbound / "mallory" / mallorys):
+        folder.mkdir(parents=True)
+        (folder / "submission_secret.txt").write_text("secret")
+        (folder / f"{L1}.ipynb").write_text("{}")
+    for n in range(25_000):
+        (inbound / "mallory" / f"mallory+{L1}+{'x' * 200}+{n:05d}").mkdir()
+    monkeypatch.chdir(root)
+    capfd.readouterr()
+    assert main(["exchange", "collect", L1, "alice", "mallory"]) == 0
+    printed = capfd.readouterr()
+    steps = Steps(None, None)
+    monkeypatch.setattr(steps, "_run", lambda args, env=None: (0, printed.err + printed.out))
+    said = steps._exchange("collect", [Entry(alices, "alice", L1, T0),
+                                       Entry(mallorys, "mallory", L1, T0)])
+    assert said["alice"][0] == 0, said["alice"][1][-600:]
+    assert "Collecting submission: alice" in said["alice"][1]
+    assert (root / "submitted" / "alice" / L1 / f"{L1}.ipynb").read_text() == "{}"
+    assert said["mallory"][0] == 0 and "characters of the log left out" in said["mallory"][1]
+    assert "Collecting submission: mallory" in said["mallory"][1]  # the end is kept
+    assert sorted(steps.exchange_seconds) == ["alice", "mallory"]  # each one's part, timed
+
+
+def test_a_slow_collect_that_comes_to_nothing_is_charged_to_its_student_not_shared(tmp_path):
+    """Mallory's refused folders make her part of the batch's collect long (each is looked at,
+    120 s of them here), and her submission is never graded. She was charged that collect's
+    time divided among the batch (16 of them: a sixteenth), so her hourly budget let her hold
+    the service sixteen times as long as it gives one student. Each student's part is now
+    timed by the exchange step: hers is hers, and only the rest (the process's start) is
+    shared; Alice, collected, is charged nothing, as before."""
+    clock = [T0]
+
+    class Steps(Recorder):
+        def collect_many(self, entries, now):
+            self.exchange_seconds = {e.student: 120.0 if e.student == "mallory" else 1.0
+                                     for e in entries}
+            clock[0] += sum(self.exchange_seconds.values()) + 2.0  # 2 s: the process's start
+            return {e.name: "Not collected: no submission_secret.txt"
+                    if e.student == "mallory" else self._step("collect", e, now)
+                    for e in entries}
+
+    queue, limits, steps = Queue(tmp_path / "q.json"), OnSubmit(enabled=True), Steps()
+    alices, mallorys = name("alice", L1, 1), name("mallory", L1, 2)
+    queue.observe(mine(alices, mallorys), clock[0])
+    work(queue, queue.next_ready(clock[0], limits), steps, clock=lambda: clock[0])
+    entries = by_name(queue)
+    assert entries[mallorys].spent == 120.0 + 1.0  # her own part, and half the start
+    assert entries[alices].spent == 0.0 and entries[alices].step == "grade"

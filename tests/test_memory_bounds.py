@@ -134,3 +134,33 @@ def test_a_source_given_twice_is_counted_before_it_is_parsed(tmp_path):
     path.write_text('{"cells":[%s],"metadata":{},"nbformat":4,"nbformat_minor":5}' % cell)
     problem = count_problem(path)
     assert problem and "characters of text in all" in problem, problem
+
+
+_SCAN_UNDER_A_CPU_LIMIT = """
+import resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
+from autograder.dispatch.cluster_guard import read_reply
+from autograder.intake.validate import read_notebook
+nb, reason = read_notebook(Path(sys.argv[1]))
+print(len(nb["cells"]) if nb else reason)
+print(read_reply(b'{"refused": null, "warm": true}' + b" " * (4 << 20)))
+"""
+
+
+def test_json_that_ends_in_megabytes_of_spaces_is_counted_in_one_pass(tmp_path):
+    """Red team (the ways in): each space at the end of a JSON text began a new try of the
+    scanner's pattern that ran to the end of the text, so the time grew with the square of
+    their number (80 KB of them took 50 s of CPU). A student's notebook ending in 8 MB of
+    spaces (valid JSON, far under the size cap) held the grading of the whole batch for days,
+    and a cluster peer's reply to the command (a worker's warm answer, a chunk's grades)
+    ending in 4 MB held the command as long. Measured by what a fresh Python does under a
+    60-second CPU limit (the scan takes well under a second), never by a clock."""
+    nb = json.loads(LESSON.read_text(encoding="utf-8"))
+    path = tmp_path / "spaces.ipynb"
+    path.write_text(json.dumps(nb, indent=1) + " " * (8 << 20), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", _SCAN_UNDER_A_CPU_LIMIT, str(path)], cwd=REPO,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split("\n")[:2] == [str(len(nb["cells"])),
+                                           "{'refused': None, 'warm': True}"], done.stdout

@@ -109,7 +109,8 @@ def test_a_memory_size_is_read_one_way(text, size):
     assert memory_bytes(text, "class.toml: [limits] memory") == size
 
 
-@pytest.mark.parametrize("text", ["4B", "4 b", "4ib", "lots", "-1G", "4X", "", "4" * 50, "1e9"])
+@pytest.mark.parametrize("text", ["4B", "4 b", "4ib", "lots", "-1G", "4X", "", "4" * 50, "1e9",
+                                  "100000000T", "1025T", "0.000001k"])
 def test_what_is_not_a_memory_size_is_refused_alike(text):
     import argparse
 
@@ -126,6 +127,17 @@ def test_what_is_not_a_memory_size_is_refused_alike(text):
         memory_size(text)
     with pytest.raises(ConfigError, match=r"\[limits\] memory: not a memory size"):
         memory_bytes(text, "class.toml: [limits] memory")
+
+
+def test_a_memory_size_too_large_to_set_or_under_a_byte_is_refused_saying_so():
+    """Red team (the ways in): "100000000T" was read as 1.1e20 bytes, which setrlimit cannot
+    take: the hub started, and then every student's server failed to start; "0.000001k" was
+    read as 0 bytes, which is no limit at all. Both are refused when read, saying why."""
+    with pytest.raises(ValueError, match="more than 1024 TiB, more than any machine has"):
+        parse_memory("100000000T")
+    with pytest.raises(ValueError, match="less than one byte"):
+        parse_memory("0.000001k")
+    assert parse_memory("1024T") == 1 << 50 and parse_memory("0.0") == 0
 
 
 def test_a_memory_size_is_printed_as_a_person_reads_it():

@@ -20,8 +20,12 @@ from dataclasses import dataclass
 # Whitespace (skipped in one run), then a string (escapes included), an opening or closing
 # bracket, a comma, a colon, or a run of anything else but whitespace (a number, a literal).
 # A quote that opens no complete string matches alone (the last alternative): the scan stops
-# there, so a text of many unclosed strings costs one pass, not one pass per quote.
-_TOKENS = re.compile(rb'\s*("[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]|[^\s"\[\]{},:]+|")', re.S)
+# there, so a text of many unclosed strings costs one pass, not one pass per quote. Whitespace
+# that no token follows (at the end) matches on its own (group 1 empty), in one pass: without
+# that, each of its bytes began a new try that ran to the end, and a notebook or a worker's
+# reply ending in megabytes of spaces (valid JSON) took hours.
+_TOKENS = re.compile(rb'\s*("[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]|[^\s"\[\]{},:]+|")|\s+',
+                     re.S)
 _QUOTE, _COMMA, _COLON = ord('"'), ord(","), ord(":")
 _CLOSE = (ord("]"), ord("}"))
 _OPEN_LIST, _OPEN_OBJECT = ord("["), ord("{")
@@ -57,6 +61,8 @@ def scan(data: bytes, max_items: int, max_depth: int, notebook: bool = False,
     items = others = depth = other = source = containers = 0
     for match in _TOKENS.finditer(data):
         start, end = match.span(1)
+        if start < 0:  # whitespace at the end: nothing more to count
+            break
         first = data[start]
         if first == _QUOTE and end - start == 1:  # a string never closed: not JSON from here
             break

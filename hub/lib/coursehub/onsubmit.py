@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import grp
 import json
+import math
 import os
 import pwd
 import signal
@@ -92,12 +93,16 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time, changed=None) -> No
                     one.seconds += elapsed / len(batch)
         elif entry.step == "collect":
             # A folder that is never graded (no submission_secret.txt, removed at once) is not
-            # free to its student: the service's time collecting it counts as grading time,
-            # shared among those collected with it. (A collect that succeeds is not charged:
-            # classmates' forged folders beside it can slow it.)
+            # free to its student: the service's time collecting it counts as grading time:
+            # their own part of the collect (the exchange step times each student's, and a
+            # flood of their own refused folders makes it long) and an equal share of the rest.
+            # (A collect that succeeds is not charged: classmates' forged folders beside it
+            # can slow it.)
+            own = {one.name: _own_seconds(steps, one, elapsed) for one in batch}
+            rest = max(0.0, elapsed - sum(own.values())) / len(batch)
             for one in batch:
                 if errors[one.name] or one.status == SUPERSEDED:
-                    one.spent, one.spent_at = one.spent + elapsed / len(batch), began
+                    one.spent, one.spent_at = one.spent + own[one.name] + rest, began
         for one in batch:
             collecting = one.step == "collect"
             _advance(one, errors[one.name])
@@ -106,6 +111,15 @@ def work(queue: Queue, entry: Entry, steps, clock=time.time, changed=None) -> No
         saved()
         if errors[entry.name] or entry.status != PENDING or entry.step == "grade":
             return  # collected: the others ready are collected too, then graded with it
+
+
+def _own_seconds(steps, entry: Entry, elapsed: float) -> float:
+    """The seconds the last exchange step spent on `entry`'s student (Steps.exchange_seconds),
+    at most `elapsed`; 0 when the steps do not say."""
+    seconds = (getattr(steps, "exchange_seconds", None) or {}).get(entry.student)
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        return 0.0
+    return min(max(0.0, float(seconds)), elapsed)
 
 
 def _advance(entry: Entry, error: str) -> None:

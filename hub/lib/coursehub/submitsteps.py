@@ -30,6 +30,11 @@ SUBMIT_NOTEBOOK_TIMEOUT = 180
 # Notebooks of one batch graded at once (the grading command's workers): a notebook that idles
 # holds one of them, not the service.
 GRADING_SLOTS = max(2, min(8, (os.cpu_count() or 2) // 2))
+# Characters of one student's collect or release log that the exchange step reports (its
+# beginning and its end): the batch's report is one line of JSON the service reads whole, and
+# a student's log grows with every folder of theirs (or named for them) that is refused.
+MAX_EXCHANGE_LOG = 16 << 10
+MAX_EXCHANGE_REPLY = 8 << 20  # that line, in characters; JSON escapes a character in 12 at most
 
 class Steps:
     """Runs collect, grade and release for one submission, each as `nobody` with the
@@ -44,6 +49,9 @@ class Steps:
         self.resident: subprocess.Popen | None = None
         self.stopping = False
         self.tick, self.poll = tick, poll  # called every `poll` seconds while a step runs
+        # The last exchange step's seconds on each student (what a collect that comes to
+        # nothing charges them: coursehub.onsubmit.work).
+        self.exchange_seconds: dict[str, float] = {}
 
     def _env(self, env: dict[str, str] | None = None) -> dict[str, str]:
         return {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": "/nonexistent",
@@ -170,12 +178,13 @@ class Steps:
         """nbgrader's collect or release_feedback of each entry's student (one lesson), in one
         process as nobody (`coursehub.onsubmit exchange`): each student's (status, log)."""
         students = list(dict.fromkeys(entry.student for entry in entries))
+        self.exchange_seconds = {}
         code, output = self._run(["-m", "coursehub.onsubmit", "exchange", step,
                                   entries[0].lesson, *students],
                                  env={"PYTHONPATH": str(HUB_DIR / "lib")})
         lines = output.rstrip("\n").rsplit("\n", 1)
         try:  # its last line, written by that process, which runs no student code
-            replies = json.loads(lines[-1]) if len(lines[-1]) < (8 << 20) else None
+            replies = json.loads(lines[-1]) if len(lines[-1]) < MAX_EXCHANGE_REPLY else None
         except ValueError:
             replies = None
         said = {}
@@ -185,6 +194,8 @@ class Steps:
                 said[student] = (code or 1, output[-600:])
             else:
                 said[student] = (0 if reply.get("success") is True else 1, reply["log"])
+                if isinstance(reply.get("seconds"), (int, float)):
+                    self.exchange_seconds[student] = float(reply["seconds"])
         return said
 
     def collected(self, entry: Entry) -> bool:
@@ -320,7 +331,8 @@ class Steps:
 def exchange_steps(step: str, lesson: str, students: list[str]) -> dict[str, dict]:
     """In the course folder: nbgrader's `collect LESSON --student ID --update` (the course's
     SafeCollect) or `release_feedback LESSON --student ID` for each of `students`, in this one
-    process; each student's {"success", "log"} (what that command would have logged)."""
+    process; each student's {"success", "log", "seconds"}: what that command would have
+    logged (bounded_log), and how long it took."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.apps.nbgraderapp import NbGraderApp
     from nbgrader.utils import capture_log, temp_attrs
@@ -330,6 +342,7 @@ def exchange_steps(step: str, lesson: str, students: list[str]) -> dict[str, dic
     api = NbGraderAPI(config=app.config)
     out = {}
     for student in students:
+        began = time.monotonic()
         with temp_attrs(api.coursedir, assignment_id=lesson, student_id=student):
             if step == "collect":
                 job = api.exchange.Collect(coursedir=api.coursedir,
@@ -340,8 +353,20 @@ def exchange_steps(step: str, lesson: str, students: list[str]) -> dict[str, dic
                                                    authenticator=api.authenticator, parent=api)
             result = capture_log(job)
         log = str(result.get("log", "")) + str(result.get("error", ""))
-        out[student] = {"success": bool(result.get("success")), "log": log}
+        out[student] = {"success": bool(result.get("success")), "log": bounded_log(log),
+                        "seconds": round(time.monotonic() - began, 3)}
     return out
+
+
+def bounded_log(log: str, limit: int = MAX_EXCHANGE_LOG) -> str:
+    """`log` whole when it is at most `limit` characters; else its beginning and its end (a
+    quarter and three quarters of `limit`: what a step did last, and why it failed, is at the
+    end), with how much was left out between them."""
+    if len(log) <= limit:
+        return log
+    head, tail = limit // 4, limit - limit // 4
+    return f"{log[:head]}\n[... {len(log) - head - tail} characters of the log left out ...]\n" \
+        f"{log[-tail:]}"
 
 
 def grading_seconds(log: Path, lesson: str) -> dict[str, float]:
