@@ -312,7 +312,9 @@ def _counts_names(seen):
 
 
 _HOOKS_LEFT = "Hooks were left on the model: remove each one with its handle."
-_SECOND_CALL = "The second call counted more: remove the hooks after the pass."
+_SECOND_CALL = ("The second call counted more: each call must count from zero, in a dict "
+                "made inside the function (not at module level or as a default argument), "
+                "and leave no hook behind.")
 
 
 def _last_name_hint(seen):
@@ -322,7 +324,11 @@ def _last_name_hint(seen):
             all(counts[name] == k * n for name, n in _REUSE_COUNTS.items()) for k in (2, 3, 4)):
         # Every count a whole multiple of the expected one: the calls before this one (the
         # test cell's, which ran first) still count, as the cell said at its own later check.
-        return _HOOKS_LEFT if seen["hooks left on the model"] else _SECOND_CALL
+        if seen["hooks left on the model"]:
+            return _HOOKS_LEFT
+        # Only when the counts grow from one call to the next; an answer that counts each run
+        # twice by itself failed the cell's first look at the counts, which gave no hint.
+        return _SECOND_CALL if seen.get("counts of a second call") != counts else None
     if seen["counts"] == dict.fromkeys(_REUSE_COUNTS, 0) | {"spare": sum(_REUSE_COUNTS.values())}:
         return ("Every call was counted under 'spare', the last name of the loop: a hook defined "
                 "in a loop reads the loop variable when it runs, after the loop has ended. Bind "

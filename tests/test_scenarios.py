@@ -425,11 +425,14 @@ def test_the_graded_page_says_what_the_test_cell_said(lesson, variant):
     values the visible scenario reported (run after the cell, as grading runs them)."""
     namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
     said = support.cell_message(*support.run_test_cell(lesson, variant["exercise"], namespace))
-    if said is None:
-        return  # the cell named nothing (it raised another error, or only showed values)
-    said = support.CELL_QUOTES_VALUES.get((variant["exercise"], variant["name"]), said)
     page = support.page_text(variant["exercise"],
                              support.verdict(lesson, variant["exercise"], namespace))
+    if said is None:
+        # the cell named nothing (it raised another error, or only showed values): the page
+        # must not put words in its mouth
+        assert "the test cell says" not in support.normalised(page), page
+        return
+    said = support.CELL_QUOTES_VALUES.get((variant["exercise"], variant["name"]), said)
     assert support.normalised(said) in support.normalised(page), (said, page)
 
 

@@ -233,6 +233,46 @@ def count_calls(model, x):
         handle.remove()
     return counts
 '''),
+    # Counts every call twice by itself (a pre-hook and a forward hook), hooks removed: the
+    # test cell fails at its first look at the counts without a hint, so the page must not
+    # say that the cell blamed hooks left behind.
+    dict(exercise="06-ex2", name="pre-and-forward-hook-both-count", expect="fail",
+         mistake=None, relation="twice the expected value", source='''
+def count_calls(model, x):
+    counts = {name: 0 for name, _ in model.named_modules() if name}
+    handles = []
+    for name, module in model.named_modules():
+        if not name:
+            continue
+        def bump(*args, name=name):
+            counts[name] += 1
+        handles.append(module.register_forward_pre_hook(bump))
+        handles.append(module.register_forward_hook(bump))
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return counts
+'''),
+    # Keeps its counts in a module-level dict across calls, hooks removed: the test cell told it
+    # to remove its hooks, a mistake it did not make; it now says where the counts must start.
+    dict(exercise="06-ex2", name="module-level-counts-kept-across-calls", expect="fail",
+         mistake=None, cell="each call must count from zero", source='''
+from collections import defaultdict
+_COUNTS = defaultdict(int)
+def count_calls(model, x):
+    names = [name for name, _ in model.named_modules() if name]
+    handles = [module.register_forward_hook(
+                   lambda m, a, o, name=name: _COUNTS.__setitem__(name, _COUNTS[name] + 1))
+               for name, module in model.named_modules() if name]
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {name: _COUNTS[name] for name in names}
+'''),
     # ------------------------------------------------------------------ 06-ex3
     dict(exercise="06-ex3", name="returns-none", expect="fail", mistake="changes nothing",
          source='''
