@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["draw", "domain", "domains", "float_lists", "names", "GRADED_ON"]
+__all__ = ["draw", "domain", "domains", "float_lists", "names", "warm_up", "GRADED_ON"]
 
 GRADED_ON = "Graded on: "
 # Where `domain` records, in the namespace of the module that calls it (like the scenarios'
@@ -129,12 +129,11 @@ def domains(namespace: dict) -> dict[str, str]:
     return dict(found) if isinstance(found, dict) else {}
 
 
-def _warm_up() -> None:
-    """One draw at import: Hypothesis's first one in a process sets itself up (it registers
-    numpy's random generator, with a full garbage collection: about 0.4 s). The grader's warm
-    process imports this module before it forks notebooks, so that no notebook pays it."""
+def warm_up() -> None:
+    """One draw: Hypothesis's first one in a process sets itself up (it registers numpy's
+    random generator, with a full garbage collection: about 0.4 s). The grader's runner host
+    calls it once before it forks notebooks (`autograder.sandbox.shell.prepare`), so that no
+    notebook pays it; importing this module does not (a student's kernel, the grader's
+    trusted process and the tests never draw, or draw once)."""
     import torch
     draw(float_lists(1, 1, 1.0), torch.Generator().manual_seed(0))
-
-
-_warm_up()

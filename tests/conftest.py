@@ -141,12 +141,9 @@ _WATCHING: list[list[list[str]]] = []
 def _record_programs(event: str, args: tuple) -> None:
     if not _WATCHING:
         return
-    if event == "subprocess.Popen":
-        argv = args[1]
-    elif event in ("os.posix_spawn", "os.exec"):
-        argv = args[1]
-    else:
+    if event not in ("subprocess.Popen", "os.posix_spawn", "os.exec"):
         return
+    argv = args[1]  # each of these events passes the command line second
     if isinstance(argv, (str, bytes, os.PathLike)):
         argv = os.fsdecode(argv).split()  # shell=True: the words of the line
     argv = [os.fsdecode(word) if isinstance(word, (bytes, os.PathLike)) else str(word)

@@ -118,3 +118,22 @@ def test_a_draw_is_the_same_in_another_process_and_writes_nothing(tmp_path):
             + repr([draw(names(), generator(s)) for s in range(5)]) + "\n")
     assert found == here
     assert list(tmp_path.iterdir()) == []
+
+
+def test_importing_the_drawing_module_draws_nothing_and_the_runner_host_warms_it_up():
+    """Hypothesis's one-off set-up (about 0.4 s) is paid once by the runner host before it
+    forks notebooks, not by every process that imports `coursekit.drawing` (a student's kernel,
+    the grader's trusted process, which reads only GRADED_ON)."""
+    code = textwrap.dedent("""
+        import sys
+        import coursekit.drawing
+        print("hypothesis" in sys.modules)
+        from hypothesis.internal.conjecture import providers
+        print("coursekit-drawing" in providers.AVAILABLE_PROVIDERS)
+        from autograder.sandbox import shell
+        shell.prepare([])
+        print("coursekit-drawing" in providers.AVAILABLE_PROVIDERS)
+    """)
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert found == ["False", "False", "True"]

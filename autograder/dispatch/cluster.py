@@ -27,6 +27,7 @@ from autograder.dispatch.cluster_checks import Impossible, check_item, write_ite
 from autograder.dispatch.cluster_guard import BadReply, read_reply
 from autograder.dispatch.cluster_worker import ClusterError, grade_chunk, reply_proof
 from autograder.dispatch.grade_task import record_failure
+from autograder.nbgrader_glue.gradebook import due_dates
 from autograder.tasks import GradingOptions, Result, Task
 
 STALL_SECONDS = 600  # no proven worker for this long: the rest is reported, not graded
@@ -83,7 +84,7 @@ class ClusterPool:
         tasks = list(tasks)
         if not tasks:
             return
-        duedates = _duedates(self.config, {t.lesson for t in tasks})
+        duedates = due_dates(self.config, {t.lesson for t in tasks})
         self.chunk_list = self.chunks(tasks)
         self.payloads = [[_payload(task, chunk, duedates) for task in chunk]
                          for chunk in self.chunk_list]
@@ -291,12 +292,6 @@ def _sent_digest(payload: dict) -> str:
     from autograder.trusted.seeds import submission_digest
 
     return submission_digest(base64.b64decode(payload["notebook"]))
-
-
-def _duedates(config, lessons: set[str]) -> dict:
-    from autograder.nbgrader_glue.gradebook import due_dates
-
-    return due_dates(config, lessons)
 
 
 def _payload(task: Task, chunk: list[Task], duedates: dict) -> dict:

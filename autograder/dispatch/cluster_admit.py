@@ -190,11 +190,11 @@ class Admission:
             pass  # those not done are refused below
         warm = 0
         for address, future in warming.items():
-            why = _refusal(future)
+            why, was_warm = _answer(future)
             if why:
                 self.proven.discard(address)
                 refused[address] = why
-            warm += why is None and _was_warm(future)
+            warm += was_warm
         lines = [f"Worker {one_line(a, 200)} refused: {why}." for a, why in sorted(refused.items())]
         if not self.proven:
             raise ClusterError(f"no worker of the cluster at {self.address} can grade this "
@@ -239,21 +239,17 @@ class Admission:
             self.restore()
 
 
-def _refusal(future) -> str | None:
+def _answer(future) -> tuple[str | None, bool]:
+    """A worker's answer to its check and warm-up, read once: why it refuses (None: it
+    accepts), and whether it was warm for this course already."""
     if future.status != "finished":
-        return "it did not finish its check and warm-up"
+        return "it did not finish its check and warm-up", False
     try:
         reply = read_reply(future.result(), max_bytes=65536)
     except BadReply as err:
-        return f"its answer cannot be read ({err})"
+        return f"its answer cannot be read ({err})", False
     if not isinstance(reply, dict) or set(reply) - {"warm"} != {"refused"}:
-        return "its answer is not {refused, warm}"
-    return None if reply["refused"] is None else one_line(reply["refused"], 500)
-
-
-def _was_warm(future) -> bool:
-    """Whether a worker's accepted answer says it was warm for this course already."""
-    try:
-        return read_reply(future.result(), max_bytes=65536).get("warm") is True
-    except (BadReply, AttributeError):
-        return False
+        return "its answer is not {refused, warm}", False
+    if reply["refused"] is not None:
+        return one_line(reply["refused"], 500), False
+    return None, reply.get("warm") is True

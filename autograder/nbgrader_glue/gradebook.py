@@ -134,8 +134,8 @@ def submissions(config: Config) -> set[tuple[str, str]]:
 def due_dates(config: Config, lessons: set[str]) -> dict[str, str | None]:
     """Each lesson's due date in the gradebook, ISO 8601 (None: none)."""
     with gradebook(config) as gb:
-        return {name: (gb.find_assignment(name).duedate.isoformat()
-                       if gb.find_assignment(name).duedate else None) for name in lessons}
+        dates = {name: gb.find_assignment(name).duedate for name in lessons}
+    return {name: date.isoformat() if date else None for name, date in dates.items()}
 
 
 def fresh_submission(config: Config, lesson: str, student: str,

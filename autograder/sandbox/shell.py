@@ -261,6 +261,11 @@ def prepare(preload: list[str] | tuple[str, ...] = ()) -> None:
             plt.close(figure)
         except ImportError:  # pragma: no cover (matplotlib is a course dependency)
             pass
+        try:  # Hypothesis's one-off set-up, paid here rather than by each notebook's first draw
+            from coursekit.drawing import warm_up
+            warm_up()
+        except Exception:  # noqa: BLE001 (a notebook's own draw will report it)
+            pass
         try:
             raise ValueError("warm-up")
         except ValueError:

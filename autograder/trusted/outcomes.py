@@ -286,7 +286,7 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
             return []
         if len(expected.data) <= 8:
             return unlike("the values differ")
-        return [_many_differ(where, expected, found, wrong, reveal)]
+        return [many_differ(where, expected.data, found.data, expected.shape, wrong, reveal)]
     if isinstance(expected, bool) or expected is None or isinstance(expected, str):
         if type(found) is not type(expected):
             return [f"{where}: expected {kind_of(expected)}, found {kind_of(found)}"]
@@ -333,13 +333,6 @@ def differences(expected: Any, found: Any, rtol: float, atol: float, where: str,
                                         member(where, key), reveal)
         return problems
     raise TypeError(f"unexpected reference value {type(expected).__name__}")  # pragma: no cover
-
-
-def _many_differ(where: str, expected: Tensor, found: Tensor, wrong: list[int],
-                 reveal: bool) -> str:
-    """A long tensor that differs: how many entries, where the largest difference is and its
-    size (`wording.many_differ`)."""
-    return many_differ(where, expected.data, found.data, expected.shape, wrong, reveal)
 
 
 def _plain_number(x: Any) -> bool:
