@@ -18,7 +18,7 @@ from coursekit.figures import describe
 
 __all__ = [
     "SHAPE_NAMES", "make_shapes", "shape_cnn", "deep_mlp", "train", "accuracy",
-    "tensor_bytes", "watch_outputs", "show_images", "plot_layer_curves", "plot_per_layer",
+    "tensor_bytes", "watch_outputs", "replaced_outputs", "show_images", "plot_layer_curves", "plot_per_layer",
     "show_overlays",
 ]
 
@@ -169,6 +169,42 @@ def watch_outputs(model: nn.Module,
     handles.append(model.register_forward_hook(count))
     try:
         yield watched
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def replaced_outputs(model: nn.Module) -> Iterator[dict[str, str]]:
+    """Note, during each forward pass of `model` (an nn.Sequential), every child whose output
+    did not reach the next child (or the model's caller) as its forward returned it: a forward
+    hook returned something else, which took its place. Yields {child name: type of what took
+    its place}. Only the effect is seen, whatever hook, lambda or def, did it."""
+    replaced: dict[str, str] = {}
+    last: list = []  # [name, weak reference to the output its forward returned]
+
+    def note(name: str) -> Callable:
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            try:
+                last[:] = [name, weakref.ref(output)]
+            except TypeError:  # an output no weak reference can point to: not watched
+                last.clear()
+        return hook
+
+    def compare(given: object) -> None:
+        if last and given is not last[1]():
+            replaced.setdefault(last[0], type(given).__name__)
+        last.clear()
+
+    handles = []
+    for name, child in model.named_children():
+        handles.append(child.register_forward_pre_hook(
+            lambda module, args: compare(args[0] if args else None), prepend=True))
+        handles.append(child.register_forward_hook(note(name), prepend=True))
+    handles.append(model.register_forward_hook(lambda module, args, output: compare(output),
+                                               prepend=True))
+    try:
+        yield replaced
     finally:
         for handle in handles:
             handle.remove()

@@ -11,7 +11,8 @@ from torch import nn
 
 from coursekit.practice import (
     SHAPE_NAMES, accuracy, deep_mlp, make_shapes, plot_layer_curves, plot_per_layer,
-    shape_cnn, show_images, show_overlays, tensor_bytes, train, watch_outputs,
+    replaced_outputs, shape_cnn, show_images, show_overlays, tensor_bytes, train,
+    watch_outputs,
 )
 
 
@@ -124,6 +125,32 @@ def test_watch_outputs_counts_outputs_kept_past_the_forward_pass():
     assert honest.per_pass == [0]
     assert keeper.per_pass == [1, 1] and keeper.kept == 1  # fc2's output, once per pass
     assert all(not m._forward_hooks for m in model.modules())
+
+
+def test_replaced_outputs_names_the_child_whose_output_a_forward_hook_replaced():
+    torch.manual_seed(0)
+    model = deep_mlp(3, 5, 6, 3, "tanh")
+    x = torch.randn(2, 6)
+    quiet = [model.fc1.register_forward_hook(lambda m, a, out: None),
+             model.fc2.register_forward_hook(lambda m, a, out: out)]  # its own output: no change
+    with replaced_outputs(model) as unchanged:
+        model(x)
+    for handle in quiet:
+        handle.remove()
+    # registered before the watch, and still seen: the watch's hooks run first
+    handle = model.fc2.register_forward_hook(
+        lambda m, a, out: out.register_hook(lambda grad: None))
+    with replaced_outputs(model) as by_handle, pytest.raises(TypeError):
+        model(x)
+    handle.remove()
+    handle = model.fc3.register_forward_hook(lambda m, a, out: out.detach())  # the last child
+    with replaced_outputs(model) as by_tensor:
+        model(x)
+    handle.remove()
+    assert unchanged == {}
+    assert by_handle == {"fc2": "RemovableHandle"}
+    assert by_tensor == {"fc3": "Tensor"}
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 
 def test_figures_have_their_axes():

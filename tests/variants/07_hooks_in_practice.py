@@ -629,6 +629,27 @@ def output_grad_norms(model, images, labels):
             handle.remove()
     return norms
 '''),
+    # Issue 33: a forward hook that returns another tensor than its output (here a detached
+    # copy, "so that nothing is kept") replaces the output; the test cell says so in words.
+    dict(exercise="07-ex1", name="forward-hook-returns-a-detached-output", expect="fail",
+         mistake=None, cell="returned a value other than None or its output", source='''
+def output_grad_norms(model, images, labels):
+    norms = {}
+
+    def watch(name):
+        def forward_hook(module, inputs, output):
+            output.register_hook(lambda grad: norms.__setitem__(name, grad.norm().item()))
+            return output.detach()
+        return forward_hook
+
+    handles = [child.register_forward_hook(watch(name))
+               for name, child in model.named_children() if isinstance(child, nn.Linear)]
+    loss = F.cross_entropy(model(images), labels)
+    for handle in handles:
+        handle.remove()
+    loss.backward()
+    return norms
+''' + _STEEPEST),
     # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
     dict(exercise="07-ex1", name="hooks-on-modules-by-isinstance", expect="pass", mistake=None, source='''
 def output_grad_norms(model, images, labels):
