@@ -2,7 +2,7 @@
 
 Instructors only: never released to students. See docs/AUTHORING.md, "Scenarios".
 Networks are small (a few Linear layers of a few units), their weights and data drawn from
-`rng`; the visible scenarios rebuild the test cells' own examples. Exercise 2 runs for real
+`rng`; the visible scenarios rebuild the test cells' own examples. Exercise 3 runs for real
 in two processes joined by gloo over the sandbox's own loopback (`run_ddp`).
 """
 
@@ -23,9 +23,9 @@ from coursekit.training_stack import Checkpointed, run_ddp, stack_net
 domain("08-ex1", "models with Linear layers at any depth under nested names, no, one or two "
                  "checkpointed blocks (either use_reentrant), scales that change or stay, "
                  "batches of one or more")
-domain("08-ex2", "networks whose gradients fill one or several buckets, run in two processes for "
+domain("08-ex3", "networks whose gradients fill one or several buckets, run in two processes for "
                  "three passes")
-domain("08-ex3", "models with nested blocks, a NaN or an infinity in the forward or the backward "
+domain("08-ex2", "models with nested blocks, a NaN or an infinity in the forward or the backward "
                  "pass at the first step or a later one, runs that stay finite")
 
 
@@ -210,7 +210,7 @@ def _monitor_variant(model, scaler, rms_in_forward=False, unscale=True, grad_mod
     return history, handles
 
 
-# ------------------------------------------------------- 08-ex2: bucket_norm_hook
+# ------------------------------------------------------- 08-ex3: bucket_norm_hook
 
 def _bucket_run(bucket_norm_hook, widths, bucket_cap_mb, seed, data_seed, steps, batch):
     """Backward passes (no optimizer step) in two processes with the hook registered:
@@ -243,14 +243,14 @@ _BUCKET_TOLERANCE = {key: (1e-4, 1e-7) for key in (
     "gradients of process 0 after the last pass", "gradients of process 1 after the last pass")}
 
 
-@scenario("08-ex2", uses=["bucket_norm_hook"], visible=True,
+@scenario("08-ex3", uses=["bucket_norm_hook"], visible=True,
           title="the example of the test cell", tolerance=_BUCKET_TOLERANCE)
 def buckets_visible(bucket_norm_hook, rng):
     return _bucket_run(bucket_norm_hook, [6, 40, 40, 3], 0.004, seed=5, data_seed=50, steps=2,
                        batch=8)
 
 
-@scenario("08-ex2", uses=["bucket_norm_hook"], tolerance=_BUCKET_TOLERANCE,
+@scenario("08-ex3", uses=["bucket_norm_hook"], tolerance=_BUCKET_TOLERANCE,
           title="another network, several buckets, three passes")
 def buckets_random(bucket_norm_hook, rng):
     widths = [_size(rng, 2, 12)] + [_size(rng, 16, 48) for _ in range(_size(rng, 1, 3))] + [
@@ -260,7 +260,7 @@ def buckets_random(bucket_norm_hook, rng):
                        batch=_size(rng, 1, 10))
 
 
-@mistake("08-ex2", "These are the norms after averaging: all_reduce works in place, so read the "
+@mistake("08-ex3", "These are the norms after averaging: all_reduce works in place, so read the "
                    "norm of the buffer before communicating.", replaces="bucket_norm_hook")
 def bucket_norm_after_average(state, bucket):
     # The norm is read once all_reduce is done, in the order of the calls (a norm read in the
@@ -272,7 +272,7 @@ def bucket_norm_after_average(state, bucket):
     return work.get_future().then(lambda future: future.value()[0])
 
 
-@mistake("08-ex2", "The gradients are summed over the processes, not averaged: divide the "
+@mistake("08-ex3", "The gradients are summed over the processes, not averaged: divide the "
                    "bucket by dist.get_world_size().", replaces="bucket_norm_hook")
 def bucket_summed(state, bucket):
     state["norms"].append(bucket.buffer().norm().item())
@@ -288,28 +288,28 @@ def _bucket_variant(state, bucket, record):
     return work.get_future().then(lambda future: future.value()[0])
 
 
-@mistake("08-ex2", "The recorded value is the squared norm, the sum of squares: the norm is its "
+@mistake("08-ex3", "The recorded value is the squared norm, the sum of squares: the norm is its "
                    "square root, buffer.norm().", replaces="bucket_norm_hook")
 def bucket_squared_norm(state, bucket):
     return _bucket_variant(state, bucket, lambda state, bucket: state["norms"].append(
         bucket.buffer().pow(2).sum().item()))
 
 
-@mistake("08-ex2", "The norms are recorded as tensors: record plain numbers, with .item().",
+@mistake("08-ex3", "The norms are recorded as tensors: record plain numbers, with .item().",
          replaces="bucket_norm_hook")
 def bucket_norm_tensor(state, bucket):
     return _bucket_variant(state, bucket, lambda state, bucket: state["norms"].append(
         bucket.buffer().norm().clone()))
 
 
-@mistake("08-ex2", "state['norms'] is replaced at each call, so only the last bucket's norm is "
+@mistake("08-ex3", "state['norms'] is replaced at each call, so only the last bucket's norm is "
                    "left: append to the list.", replaces="bucket_norm_hook")
 def bucket_norms_replaced(state, bucket):
     return _bucket_variant(state, bucket, lambda state, bucket: state.__setitem__(
         "norms", [bucket.buffer().norm().item()]))
 
 
-@mistake("08-ex2", "The norm is of the bucket's first gradient only: bucket.buffer() holds all "
+@mistake("08-ex3", "The norm is of the bucket's first gradient only: bucket.buffer() holds all "
                    "of the bucket's gradients, flattened; take its norm.",
          replaces="bucket_norm_hook")
 def bucket_first_gradient(state, bucket):
@@ -317,7 +317,7 @@ def bucket_first_gradient(state, bucket):
         bucket.gradients()[0].norm().item()))
 
 
-# ------------------------------------------------------- 08-ex3: first_nonfinite
+# ------------------------------------------------------- 08-ex2: first_nonfinite
 
 class ShiftedRoot(nn.Module):
     """sqrt(x + shift) where x > -shift, else 0: finite forward, NaN gradient below -shift."""
@@ -360,7 +360,7 @@ def _root_net(seed, features=4, width=8):
     return nn.Sequential(nn.Linear(features, width), ShiftedRoot(), nn.Linear(width, 1))
 
 
-@scenario("08-ex3", uses=["first_nonfinite"], visible=True,
+@scenario("08-ex2", uses=["first_nonfinite"], visible=True,
           title="the examples of the test cell")
 def hunt_visible(first_nonfinite, rng):
     data = torch.Generator().manual_seed(3)
@@ -376,7 +376,7 @@ def hunt_visible(first_nonfinite, rng):
                                              0.3)}
 
 
-@scenario("08-ex3", uses=["first_nonfinite"],
+@scenario("08-ex2", uses=["first_nonfinite"],
           title="a NaN gradient inside a nested block")
 def hunt_nested_root(first_nonfinite, rng):
     features, width = _size(rng, 2, 6), _size(rng, 3, 10)
@@ -391,7 +391,7 @@ def hunt_nested_root(first_nonfinite, rng):
     return _hunt(first_nonfinite, model, batches, 0.05 * _size(rng, 1, 8))
 
 
-@scenario("08-ex3", uses=["first_nonfinite"],
+@scenario("08-ex2", uses=["first_nonfinite"],
           title="a network that diverges: an infinity in the forward pass")
 def hunt_diverging(first_nonfinite, rng):
     features = _size(rng, 3, 8)
@@ -404,7 +404,7 @@ def hunt_diverging(first_nonfinite, rng):
     return _hunt(first_nonfinite, model, [(x, y)] * 25, 1.0 + _size(rng, 0, 10) / 10)
 
 
-@scenario("08-ex3", uses=["first_nonfinite"],
+@scenario("08-ex2", uses=["first_nonfinite"],
           title="minus infinity from a log, at a step after the first")
 def hunt_log(first_nonfinite, rng):
     features = _size(rng, 2, 5)
@@ -421,7 +421,7 @@ def hunt_log(first_nonfinite, rng):
     return _hunt(first_nonfinite, model, batches, 0.0)
 
 
-@scenario("08-ex3", uses=["first_nonfinite"], title="a run that stays finite")
+@scenario("08-ex2", uses=["first_nonfinite"], title="a run that stays finite")
 def hunt_calm(first_nonfinite, rng):
     widths = _widths(rng, 1, 3)
     torch.manual_seed(_size(rng, 0, 10_000))
@@ -432,13 +432,13 @@ def hunt_calm(first_nonfinite, rng):
     return _hunt(first_nonfinite, model, batches, 0.01)
 
 
-@mistake("08-ex3", "torch.isnan does not see infinities, and an infinity usually comes first: "
+@mistake("08-ex2", "torch.isnan does not see infinities, and an infinity usually comes first: "
                    "test torch.isfinite(t).all().", replaces="first_nonfinite")
 def hunt_isnan(model, batches, lr):
     return _hunt_variant(model, batches, lr, bad=lambda t: bool(torch.isnan(t).any()))
 
 
-@mistake("08-ex3", "The backward check reads grad_output, the gradient that arrives at the "
+@mistake("08-ex2", "The backward check reads grad_output, the gradient that arrives at the "
                    "module (or the grad_input of the old register_backward_hook, which for a "
                    "module of several operations belongs to its last one); the module whose "
                    "backward produced a NaN has it in the grad_input of "
@@ -448,14 +448,14 @@ def hunt_grad_output(model, batches, lr):
     return _hunt_variant(model, batches, lr, use_grad_output=True)
 
 
-@mistake("08-ex3", "Only outputs were checked: a NaN that appears in the backward pass alone is "
+@mistake("08-ex2", "Only outputs were checked: a NaN that appears in the backward pass alone is "
                    "missed; check grad_input in a full backward hook too.",
          replaces="first_nonfinite")
 def hunt_forward_only(model, batches, lr):
     return _hunt_variant(model, batches, lr, backward=False)
 
 
-@mistake("08-ex3", "The steps are counted from 1: count them from 0, as enumerate does.",
+@mistake("08-ex2", "The steps are counted from 1: count them from 0, as enumerate does.",
          replaces="first_nonfinite")
 def hunt_from_one(model, batches, lr):
     found = _hunt_variant(model, batches, lr)

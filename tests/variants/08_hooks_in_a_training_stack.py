@@ -152,41 +152,41 @@ def attach_grad_monitor(model, scaler):
     dict(exercise="08-ex1", name="rms-from-norm", expect="pass", source=_monitor(
         rms="output.detach().norm() / output.numel() ** 0.5",
         grad="torch.linalg.vector_norm(grad)")),
-    # ------------------------------------------------------------------ 08-ex2
-    dict(exercise="08-ex2", name="norm-after-average", expect="fail", mistake="after averaging",
+    # ------------------------------------------------------------------ 08-ex3
+    dict(exercise="08-ex3", name="norm-after-average", expect="fail", mistake="after averaging",
          source=_bucket_hook(before=False)),
-    dict(exercise="08-ex2", name="summed", expect="fail", mistake="summed",
+    dict(exercise="08-ex3", name="summed", expect="fail", mistake="summed",
          source=_bucket_hook(divide=False)),
-    dict(exercise="08-ex2", name="returns-the-tensor", expect="fail", mistake=None,
+    dict(exercise="08-ex3", name="returns-the-tensor", expect="fail", mistake=None,
          source=_bucket_hook(result="(work.wait(), buffer)[1]")),
-    dict(exercise="08-ex2", name="norm-squared", expect="fail", mistake="squared norm",
+    dict(exercise="08-ex3", name="norm-squared", expect="fail", mistake="squared norm",
          source=_bucket_hook(record="buffer.pow(2).sum().item()")),
-    dict(exercise="08-ex2", name="rank-zero-only", expect="fail", mistake=None,
+    dict(exercise="08-ex3", name="rank-zero-only", expect="fail", mistake=None,
          relation="process 1 is empty",
          source=_bucket_hook(record="buffer.norm().item()) if dist.get_rank() == 0 else None"
                                     " #")),
-    dict(exercise="08-ex2", name="first-parameter-only", expect="fail", mistake="first gradient only",
+    dict(exercise="08-ex3", name="first-parameter-only", expect="fail", mistake="first gradient only",
          source=_bucket_hook(record="bucket.gradients()[0].norm().item()")),
-    dict(exercise="08-ex2", name="multiplies-by-world-size", expect="fail", mistake=None,
+    dict(exercise="08-ex3", name="multiplies-by-world-size", expect="fail", mistake=None,
          relation="4 times the expected values",
          source=_bucket_hook(divide=False).replace(
              "    work = dist.all_reduce", "    buffer.mul_(dist.get_world_size())\n"
                                           "    work = dist.all_reduce")),
-    dict(exercise="08-ex2", name="norm-as-tensor", expect="fail", mistake="as tensors",
+    dict(exercise="08-ex3", name="norm-as-tensor", expect="fail", mistake="as tensors",
          source=_bucket_hook(record="buffer.norm().clone()")),
-    dict(exercise="08-ex2", name="returns-none", expect="fail", mistake=None,
+    dict(exercise="08-ex3", name="returns-none", expect="fail", mistake=None,
          source=_bucket_hook(result="None")),
-    dict(exercise="08-ex2", name="divides-twice", expect="fail", mistake=None,
+    dict(exercise="08-ex3", name="divides-twice", expect="fail", mistake=None,
          relation="half the expected values", source=_bucket_hook(
              result="work.get_future().then(\n"
                     "        lambda future: future.value()[0] / dist.get_world_size())")),
-    dict(exercise="08-ex2", name="divide-in-then", expect="pass", source='''
+    dict(exercise="08-ex3", name="divide-in-then", expect="pass", source='''
 def bucket_norm_hook(state, bucket):
     state["norms"].append(float(torch.linalg.vector_norm(bucket.buffer())))
     future = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
     return future.then(lambda fut: fut.value()[0] / dist.get_world_size())
 '''),
-    dict(exercise="08-ex2", name="torch-default-hook", expect="pass", source='''
+    dict(exercise="08-ex3", name="torch-default-hook", expect="pass", source='''
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 
@@ -194,26 +194,26 @@ def bucket_norm_hook(state, bucket):
     state["norms"].append(bucket.buffer().norm().item())
     return default_hooks.allreduce_hook(None, bucket)
 '''),
-    # ------------------------------------------------------------------ 08-ex3
-    dict(exercise="08-ex3", name="isnan-only", expect="fail", mistake="isnan",
+    # ------------------------------------------------------------------ 08-ex2
+    dict(exercise="08-ex2", name="isnan-only", expect="fail", mistake="isnan",
          source=_hunter(bad="bool(torch.isnan(t).any())")),
-    dict(exercise="08-ex3", name="grad-output", expect="fail", mistake="grad_output",
+    dict(exercise="08-ex2", name="grad-output", expect="fail", mistake="grad_output",
          source=_hunter(backward_tensors="grad_out")),
-    dict(exercise="08-ex3", name="forward-only", expect="fail", mistake="Only outputs",
+    dict(exercise="08-ex2", name="forward-only", expect="fail", mistake="Only outputs",
          source=_hunter(backward=False)),
-    dict(exercise="08-ex3", name="steps-from-one", expect="fail", mistake="from 1",
+    dict(exercise="08-ex2", name="steps-from-one", expect="fail", mistake="from 1",
          source=_hunter(step="step + 1")),
-    dict(exercise="08-ex3", name="last-found", expect="fail", mistake=None,
+    dict(exercise="08-ex2", name="last-found", expect="fail", mistake=None,
          source=_hunter(first="found[-1]")),
-    dict(exercise="08-ex3", name="isinf-only", expect="fail", mistake=None,
+    dict(exercise="08-ex2", name="isinf-only", expect="fail", mistake=None,
          relation="the result is None where a string was expected",
          source=_hunter(bad="bool(torch.isinf(t).any())")),
-    dict(exercise="08-ex3", name="hooks-left", expect="fail", mistake=None,
+    dict(exercise="08-ex2", name="hooks-left", expect="fail", mistake=None,
          source=_hunter(remove=False)),
-    dict(exercise="08-ex3", name="children-names", expect="fail", mistake=None,
+    dict(exercise="08-ex2", name="children-names", expect="fail", mistake=None,
          relation="right on the test cell's example, wrong on these inputs",
          source=_hunter().replace("model.named_modules()", "model.named_children()")),
-    dict(exercise="08-ex3", name="loss-only", expect="fail", mistake=None,
+    dict(exercise="08-ex2", name="loss-only", expect="fail", mistake=None,
          relation="the result is None where a string was expected", source='''
 def first_nonfinite(model, batches, lr):
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -226,9 +226,9 @@ def first_nonfinite(model, batches, lr):
         optimizer.step()
     return None
 '''),
-    dict(exercise="08-ex3", name="nan-or-inf", expect="pass",
+    dict(exercise="08-ex2", name="nan-or-inf", expect="pass",
          source=_hunter(bad="bool(torch.isnan(t).any() or torch.isinf(t).any())")),
-    dict(exercise="08-ex3", name="watch-class", expect="pass", source='''
+    dict(exercise="08-ex2", name="watch-class", expect="pass", source='''
 class Hunter:
     def __init__(self, model):
         self.step, self.first, self.handles = 0, None, []
@@ -347,7 +347,7 @@ def attach_grad_monitor(model, scaler):
         handles.append(module.register_full_backward_hook(bwd))
     return history, handles
 '''),
-    dict(exercise='08-ex2', name='norm-after-division', expect='fail', mistake=None,
+    dict(exercise='08-ex3', name='norm-after-division', expect='fail', mistake=None,
          relation='half the expected value', source='''
 def bucket_norm_hook(state, bucket):
     buffer = bucket.buffer()
@@ -356,21 +356,21 @@ def bucket_norm_hook(state, bucket):
     work = dist.all_reduce(buffer, async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0])
 '''),
-    dict(exercise='08-ex2', name='overwrites-norms', expect='fail', mistake='replaced at each call', source='''
+    dict(exercise='08-ex3', name='overwrites-norms', expect='fail', mistake='replaced at each call', source='''
 def bucket_norm_hook(state, bucket):
     buffer = bucket.buffer()
     state["norms"] = [buffer.norm().item()]
     buffer.div_(dist.get_world_size())
     return dist.all_reduce(buffer, async_op=True).get_future().then(lambda fut: fut.value()[0])
 '''),
-    dict(exercise='08-ex2', name='gloo-reduce-op-avg', expect='pass', source='''
+    dict(exercise='08-ex3', name='gloo-reduce-op-avg', expect='pass', source='''
 def bucket_norm_hook(state, bucket):
     buffer = bucket.buffer()
     state["norms"].append(buffer.norm().item())
     work = dist.all_reduce(buffer, op=dist.ReduceOp.AVG, async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0])
 '''),
-    dict(exercise='08-ex2', name='blocking-all-reduce-completed-future', expect='pass', source='''
+    dict(exercise='08-ex3', name='blocking-all-reduce-completed-future', expect='pass', source='''
 def bucket_norm_hook(state, bucket):
     tensor = bucket.buffer()
     state["norms"].append(tensor.norm().item())
@@ -380,7 +380,7 @@ def bucket_norm_hook(state, bucket):
     fut.set_result(tensor)
     return fut
 '''),
-    dict(exercise='08-ex3', name='any-not-all', expect='fail', mistake=None,
+    dict(exercise='08-ex2', name='any-not-all', expect='fail', mistake=None,
          relation='the result is None where a string was expected', source='''
 def first_nonfinite(model, batches, lr):
     found, current = [], {"step": 0}
@@ -418,7 +418,7 @@ def first_nonfinite(model, batches, lr):
 '''),
     # No relation declared: what it measures depends on the run drawn (a string where None was
     # expected on one run, None where a string was on another).
-    dict(exercise='08-ex3', name='no-zero-grad', expect='fail', mistake=None, source='''
+    dict(exercise='08-ex2', name='no-zero-grad', expect='fail', mistake=None, source='''
 def first_nonfinite(model, batches, lr):
     found, current = [], {"step": 0}
 
@@ -453,7 +453,7 @@ def first_nonfinite(model, batches, lr):
             handle.remove()
     return None
 '''),
-    dict(exercise='08-ex3', name='linear-layers-only', expect='fail', mistake=None,
+    dict(exercise='08-ex2', name='linear-layers-only', expect='fail', mistake=None,
          relation='twice the expected value (×2)', source='''
 def first_nonfinite(model, batches, lr):
     found, current = [], {"step": 0}
@@ -489,7 +489,7 @@ def first_nonfinite(model, batches, lr):
             handle.remove()
     return None
 '''),
-    dict(exercise='08-ex3', name='first-hit-in-state', expect='pass', source='''
+    dict(exercise='08-ex2', name='first-hit-in-state', expect='pass', source='''
 class _Found(Exception):
     pass
 
@@ -528,7 +528,7 @@ def first_nonfinite(model, batches, lr):
         for h in handles:
             h.remove()
 '''),
-    dict(exercise="08-ex3", name="old-backward-hook", expect="fail",
+    dict(exercise="08-ex2", name="old-backward-hook", expect="fail",
          mistake="register_backward_hook",
          source=_hunter().replace("register_full_backward_hook", "register_backward_hook")),
 ]
