@@ -113,6 +113,11 @@ def grade_submission(settings: GradingOptions, config: Config, student: str, les
                 result.reason = ("The Python kernel running the notebook died (os._exit, a crash "
                                  "or too much memory). The notebook scores 0; your instructor "
                                  "can review it.")
+            elif outcome.grader_fault:
+                result.reason = ("The grader could not judge this notebook: "
+                                 f"{outcome.grader_fault}. A fault of the course's reference "
+                                 "solution or of the grading machine, not of the notebook; "
+                                 "your instructor can grade it again.")
             else:
                 result.reason = ("The notebook could not be graded"
                                  + (f" ({failure.splitlines()[0][:200]})" if failure else "")

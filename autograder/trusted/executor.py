@@ -157,13 +157,35 @@ class References:
 
     def __init__(self) -> None:
         self.outcomes: dict[tuple[str, str], Any] = {}
+        self.unbatched: set[str] = set()  # lessons whose classmates' batch did not finish
 
-    def ensure(self, host: Host, lesson: Lesson, runs: list[tuple[str, int]], *,
+    def ensure(self, host: Host, lesson: Lesson, runs: list[list[tuple[str, int]]], *,
                timeout: float, budget: float, max_lines: int) -> None:
+        """Compute the reference outcomes not known yet of `runs`: the runs of one notebook
+        per student, the student being graded first, then classmates. All the scenarios of
+        a reference run share one cell's time limit: the runs of one notebook fit it (the
+        reference's own tests show it), a batch of classmates may not. So the student's
+        own runs go first in a run of their own, and only a failure there raises (the
+        reference fails its own scenarios); the classmates' runs follow in one run, as a
+        prefetch: if it does not finish, nothing is lost but its time, each classmate's
+        runs are computed when they are graded, and this lesson is not batched again. How
+        many classmates a notebook is graded with never decides its status."""
+        own, *others = runs or [[]]
+        self._observe(host, lesson, own, timeout=timeout, budget=budget, max_lines=max_lines,
+                      must=True)
+        if others and lesson.name not in self.unbatched:
+            done = self._observe(host, lesson, [r for rs in others for r in rs],
+                                 timeout=timeout, budget=budget, max_lines=max_lines,
+                                 must=False)
+            if not done:
+                self.unbatched.add(lesson.name)
+
+    def _observe(self, host: Host, lesson: Lesson, runs: list[tuple[str, int]], *,
+                 timeout: float, budget: float, max_lines: int, must: bool) -> bool:
         missing = sorted({(n, s) for n, s in runs
                           if (lesson.name, f"{n}/{s}") not in self.outcomes})
         if not missing:
-            return
+            return True
         request = {"cells": lesson.reference_cells,
                    "prologue": len(lesson.prologue), "timeout": timeout,
                    "max_lines": max_lines, "files_from": None,
@@ -171,10 +193,13 @@ class References:
                                "runs": missing, "mistakes": True}}
         run = host.run(request, timeout=timeout, budget=budget)
         if run.outcomes is None:
-            raise ScenarioBroken(f"the reference run of {lesson.name} did not finish "
-                                 f"({run.outcome}: {one_line(run.detail, 300)})")
+            if must:
+                raise ScenarioBroken(f"the reference run of {lesson.name} did not finish "
+                                     f"({run.outcome}: {one_line(run.detail, 300)})")
+            return False
         for key, value in run.outcomes.items():
             self.outcomes[(lesson.name, key)] = value
+        return True
 
     def get(self, lesson: str, key: str) -> Any:
         return self.outcomes.get((lesson, key))
@@ -239,7 +264,11 @@ class ForkedExecute(NbGraderPreprocessor):
         stops = self._apply(nb, cells, run)
         for index in skipped:
             nb.cells[index].outputs = [from_dict(not_graded_output())]
-        checks = self._verdicts(nb, lesson, student, digest, secret, run, stops)
+        try:
+            checks = self._verdicts(nb, lesson, student, digest, secret, run, stops)
+        except ScenarioBroken as err:  # the course's reference, not this notebook
+            self.outcome.grader_fault = one_line(err, 400)
+            raise
         found = run_status(nb, stops, died_detail(run), policy.cell_seconds,
                            policy.memory_limit)
         outcome = self.outcome
@@ -293,8 +322,9 @@ class ForkedExecute(NbGraderPreprocessor):
         stopped = checks_stopped(run)
         if lesson.scenarios:
             everyone = dict(session.classmates.get(lesson.name, {}), **{student: digest})
-            runs = [r for who in sorted(everyone) for r in lesson.runs(secret, who,
-                                                                        everyone[who])]
+            # The student's own runs first: their grading needs nothing else.
+            order = [student] + sorted(set(everyone) - {student})
+            runs = [lesson.runs(secret, who, everyone[who]) for who in order]
             session.references.ensure(session.host(), lesson, runs,
                                       timeout=session.policy.cell_seconds,
                                       budget=session.policy.notebook_seconds,

@@ -32,6 +32,8 @@ class RunOutcome:
     observe_seconds: float = 0.0  # the scenarios' run on its answers
     # trusted verdicts: {"exercise", "cell", "scenario", "visible", "passed", "mistake"}
     checks: list[dict] = field(default_factory=list)
+    # the grader's own fault, when it could not judge the notebook (its reference run failed)
+    grader_fault: str = ""
 
 
 @dataclass(frozen=True)
