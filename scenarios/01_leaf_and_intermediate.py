@@ -127,11 +127,23 @@ def leaves_visible(leaves_receiving_grad, rng):
     h = u * v
     out = (h + k.detach() * u + v * w).sum()
     named = {"u": u, "v": v, "k": k, "m": m, "h": h, "u2": u.detach(), "w": w}
-    with count_calls(torch.autograd, "backward") as backward:
-        names = leaves_receiving_grad(out, named)
+    try:
+        with count_calls(torch.autograd, "backward") as backward:
+            names = leaves_receiving_grad(out, named)
+    except RuntimeError as err:  # the cell's first check: tensors compared with == or `in`
+        if "Boolean value of Tensor" not in str(err):
+            raise
+        return {_AMBIGUOUS_KEY: True}
     return {"leaves_receiving_grad(out, ...)": names, "backward() calls": backward.count,
             "u.grad after the call": u.grad, "k.grad after the call": k.grad,
-            "w.grad after the call": w.grad}
+            "w.grad after the call": w.grad, _AMBIGUOUS_KEY: False}
+
+
+_AMBIGUOUS_KEY = "raised RuntimeError: Boolean value of Tensor ... is ambiguous"
+_AMBIGUOUS = ("leaves_receiving_grad raised RuntimeError: Boolean value of Tensor with more than "
+              "one value is ambiguous. `t in a_list` and `==` compare tensors entry by entry, "
+              "which gives a tensor of booleans, not one answer; compare with `is`: "
+              "any(t is leaf for leaf in leaves)")
 
 
 _WHY_NOT = {"v": "v does not require grad, so backward never writes v.grad",
@@ -154,6 +166,7 @@ def _leaves_hint(seen):
 
 CELL_01_EX2 = cell_checks(
     "01-ex2",
+    expect_true(lambda seen: not seen[_AMBIGUOUS_KEY], _AMBIGUOUS),
     expect_true(lambda seen: all(seen[f"{n}.grad after the call"] is None for n in "ukw"),
                 "u.grad was filled: find the leaves by walking out.grad_fn, not backward()"),
     expect_equal("leaves_receiving_grad(out, ...)", hint=_leaves_hint))

@@ -196,8 +196,9 @@ def _sorted_hint(seen):
         # them (it ran first, and said so at its second call).
         return _OWN_DICT
     if len(found) == 1:
-        return ("one name holds everything: a lambda in a loop sees the loop variable's "
-                "last value; make each hook with a helper function (like save_into)")
+        return ("one name holds everything: a hook defined in a loop (a lambda or a def) sees "
+                "the loop variable's last value; make each hook with a helper function "
+                "(like save_into)")
     if not found:
         return ("the dict is empty: no hook ran while loss.backward() passed the tensors; "
                 "register the hooks, call loss.backward(), and only then remove them")
@@ -312,9 +313,10 @@ def collect_in_two_orders(collect_gradients, rng):
     return _two_orders("the dict returned", lambda: call(0), lambda: call(1))
 
 
-@mistake("02-ex2", "Every gradient landed under one name: a lambda made in a loop looks the "
-                   "loop variable up when backward calls it, after the loop has ended. Make "
-                   "each hook with a helper function (like save_into) or a default argument.")
+@mistake("02-ex2", "Every gradient landed under one name: a hook defined in a loop (a lambda "
+                   "or a def) looks the loop variable up when backward calls it, after the loop "
+                   "has ended. Make each hook with a helper function (like save_into) or a "
+                   "default argument.")
 def collect_gradients(named, loss):
     grads, handles = {}, []
     for name, tensor in named.items():

@@ -631,8 +631,9 @@ def sgd_with_tensor_hooks(params, lr):
 
 
 @mistake("03-ex3", "A hook raised a TypeError, most likely because param.grad was None: each "
-                   "hook must step the tensor it receives as its argument, while a lambda made "
-                   "in a loop sees the loop's last parameter.", replaces="sgd_in_backward")
+                   "hook must step the tensor it receives as its argument, while a hook defined "
+                   "in a loop (a lambda or a def) that uses the loop variable sees the loop's "
+                   "last parameter.", replaces="sgd_in_backward")
 def sgd_late_binding(params, lr):
     def step(param):
         param.add_(param.grad, alpha=-lr)

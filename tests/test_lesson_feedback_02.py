@@ -54,7 +54,7 @@ def collect_gradients(named, loss):
     loss.backward()
     return grads
 '''),
-    ("02-ex2", "a lambda in a loop", '''
+    ("02-ex2", "a hook defined in a loop", '''
 def collect_gradients(named, loss):
     grads, handles = {}, []
     for name, tensor in named.items():

@@ -80,7 +80,7 @@ def sgd_in_backward(params, lr):
     return handles
 '''),
     # the late-binding closure is named although backward raises a TypeError
-    ("03-ex3", "a lambda made in a loop", '''
+    ("03-ex3", "a hook defined in a loop", '''
 def sgd_in_backward(params, lr):
     def step(param):
         param.add_(param.grad, alpha=-lr)

@@ -132,6 +132,21 @@ def leaves_receiving_grad(output, named):
 def leaves_receiving_grad(output, named):
     return ["u", "w"]
 '''),
+    # `t in leaves` compares tensors with ==: a raw "Boolean value of Tensor ... is ambiguous"
+    dict(exercise="01-ex2", name="in-a-list", expect="fail", mistake=None,
+         cell="`t in a_list` and `==` compare tensors entry by entry", source='''
+def leaves_receiving_grad(output, named):
+    leaves, seen, stack = [], set(), [output.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):
+            leaves.append(node.variable)
+        stack.extend(child for child, _ in node.next_functions)
+    return sorted(name for name, t in named.items() if t in leaves)
+'''),
     dict(exercise="01-ex2", name="iterative-with-set", expect="pass", mistake=None, source='''
 def leaves_receiving_grad(output, named):
     seen, leaves, stack = set(), [], [output.grad_fn]

@@ -82,6 +82,21 @@ def collect_gradients(named, loss):
         handle.remove()
     return grads
 '''),
+    # the same late binding with a def: the lesson names the closure, not the lambda
+    dict(exercise="02-ex2", name="late-binding-def", expect="fail",
+         mistake="a hook defined in a loop (a lambda or a def)",
+         cell="a hook defined in a loop (a lambda or a def)", source='''
+def collect_gradients(named, loss):
+    grads, handles = {}, []
+    for name, tensor in named.items():
+        def hook(grad):
+            grads[name] = grad
+        handles.append(tensor.register_hook(hook))
+    loss.backward()
+    for handle in handles:
+        handle.remove()
+    return grads
+'''),
     dict(exercise="02-ex2", name="retain-grad", expect="fail", mistake="retain_grad() was used",
          source='''
 def collect_gradients(named, loss):

@@ -209,7 +209,12 @@ def sgd_in_backward(params, lr):
         handles.append(param.register_hook(hook))
     return handles
 '''),
-    dict(exercise="03-ex3", name="late-binding-closure", expect="fail", mistake="TypeError",
+    # a def in the loop fails as a lambda does: the message names both
+    dict(exercise="03-ex3", name="late-binding-closure", expect="fail",
+         mistake="TypeError, most likely because param.grad was None: each hook must step the "
+                 "tensor it receives as its argument, while a hook defined in a loop (a lambda "
+                 "or a def)",
+         cell="a hook defined in a loop (a lambda or a def) that uses the loop variable",
          source='''
 def sgd_in_backward(params, lr):
     handles = []
