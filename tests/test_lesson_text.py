@@ -104,3 +104,35 @@ def test_each_time_line_gives_the_readmes_times(lesson):
     assert readme and core and further, f"{lesson}: {teaches[lesson]!r} / {line}"
     assert (int(core[1]), int(further[1])) == (int(readme[1]), int(readme[2])), \
         f"{lesson}: the **Time:** line says {line!r}, README.md ({readme[1]} + {readme[2]} min)"
+
+
+SECTION = re.compile(r"(?m)^#{2,3} (\d+)\. ")
+
+
+def test_sections_are_numbered_in_reading_order(lesson):
+    """A lesson's numbered sections run 1, 2, 3… in the order a student reads them, the core's
+    first and Going further's after them, and the **Time:** line and Going further's opening
+    name the same core (issue 33: lesson 05's core ran 1–5, 7, 8 and its section 6 came after
+    the summary)."""
+    cells = read_notebook(solution_path(lesson)).cells
+    numbers, core = [], None
+    for cell in cells:
+        if cell.cell_type != "markdown":
+            continue
+        if cell.source.startswith("## Exercises"):
+            core = len(numbers)
+        numbers += [int(n) for n in SECTION.findall(cell.source)]
+    assert numbers == list(range(1, len(numbers) + 1)), \
+        f"{lesson}: sections in reading order are numbered {numbers}"
+    assert core, f"{lesson}: no numbered section before '## Exercises'"
+    opening = next(c.source for c in cells if "**Time:**" in c.source)
+    line = " ".join(opening[opening.index("**Time:**"):].split())
+    said = re.search(r"for sections 1–(\d+)", line)
+    assert said is None or int(said[1]) == core, f"{lesson}: the core is sections 1–{core}: {line}"
+    further = re.search(r"\(sections? (\d+)(?:–(\d+))?\)", line)
+    assert further is None or (int(further[1]), int(further[2] or further[1])) == \
+        (core + 1, len(numbers)), f"{lesson}: Going further is sections {core + 1}–{len(numbers)}: {line}"
+    needs = [re.search(r"need only sections 1–(\d+)", c.source) for c in cells
+             if c.cell_type == "markdown" and c.source.startswith("## Going further")]
+    assert all(found and int(found[1]) == core for found in needs), \
+        f"{lesson}: Going further's opening must say the exercises need only sections 1–{core}"
