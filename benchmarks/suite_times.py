@@ -17,6 +17,10 @@ run's seconds; the CPU times change least with the machine's load.
 
 Several logs (`--from` with more than one file) are read as one run: parts of the suite
 measured apart (`-- -n 0 tests/test_x.py ...`), each test's latest measurement counted once.
+The table of files splits their CPU time: the test process's own, and the processes the
+tests started (kernels, graders, servers, browsers). A test process that waits on a kernel
+or a grader spends CPU in proportion to the wait (nbval polls for a cell's reply), so on a
+loaded machine its own share overstates what an idle one spends.
 The CPU estimate, longest first, is the figure for an idle machine of two cores: each unit's
 CPU time is what one core spends on it (the waits it has for clocks, a timeout say, add to
 it).
@@ -43,7 +47,14 @@ LOG_ENV = "SUITE_TIMES_LOG"
 
 
 # As a pytest plugin (-p suite_times, with benchmarks/ on the path): one line per test.
-_CPU_AT_START: dict[str, float] = {}
+_CPU_AT_START: dict[str, tuple[float, float]] = {}
+
+
+def own_cpu_seconds() -> float:
+    """CPU time of this process alone (a test's own work, or its waiting on a kernel or a
+    grader: nbval's wait for a cell's reply takes CPU in proportion to the cell's wall time)."""
+    mine = os.times()
+    return mine.user + mine.system
 
 
 def cpu_seconds() -> float:
@@ -72,15 +83,16 @@ def _logging() -> str | None:
 
 def pytest_runtest_logstart(nodeid, location) -> None:
     if _logging():
-        _CPU_AT_START[nodeid] = cpu_seconds()
+        _CPU_AT_START[nodeid] = (cpu_seconds(), own_cpu_seconds())
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:
     log = _logging()
     if not log or nodeid not in _CPU_AT_START:
         return
-    cpu = cpu_seconds() - _CPU_AT_START.pop(nodeid)
-    _write(log, {"test": nodeid, "phase": "cpu", "seconds": cpu})
+    cpu, own = _CPU_AT_START.pop(nodeid)
+    _write(log, {"test": nodeid, "phase": "cpu", "seconds": cpu_seconds() - cpu,
+                 "own": own_cpu_seconds() - own})
 
 
 def pytest_runtest_logreport(report) -> None:
@@ -150,6 +162,7 @@ def report(logs: list[Path], top: int, wall: float | None) -> None:
         return
     groups: dict[str, float] = defaultdict(float)
     cpu: dict[str, float] = defaultdict(float)
+    own: dict[str, float] = defaultdict(float)
     tests: dict[str, float] = defaultdict(float)
     busy: dict[str, float] = defaultdict(float)
     order: list[str] = []
@@ -158,6 +171,8 @@ def report(logs: list[Path], top: int, wall: float | None) -> None:
             order.append(row["group"])
         if row["phase"] == "cpu":
             cpu[row["group"]] += row["seconds"]
+            if "own" in row:  # logs of an earlier version have no split
+                own[row["group"]] += row["own"]
             groups[row["group"]] += 0.0
             continue
         groups[row["group"]] += row["seconds"]
@@ -177,11 +192,14 @@ def report(logs: list[Path], top: int, wall: float | None) -> None:
     for group, seconds in longest[:top]:
         print(f"  {seconds:8.1f} s {100 * seconds / total:5.1f} % {cpu[group]:8.1f} s  {group}")
     files = by_file(groups, cpu)
-    print(f"\nthe {top} test files of most CPU (seconds of CPU, share of it, seconds of test "
-          "time):")
+    started = by_file({group: groups[group] for group in own},
+                      {group: cpu[group] - own[group] for group in own})
+    print(f"\nthe {top} test files of most CPU (seconds of CPU, share of it, of which in the "
+          "processes the tests started, seconds of test time):")
     for name, (seconds, used) in sorted(files.items(), key=lambda item: -item[1][1])[:top]:
-        print(f"  {used:8.1f} s {100 * used / max(total_cpu, 1e-9):5.1f} % {seconds:8.1f} s  "
-              f"{name}")
+        split = f"{started[name][1]:8.1f} s" if name in started else "       - s"
+        print(f"  {used:8.1f} s {100 * used / max(total_cpu, 1e-9):5.1f} % {split} "
+              f"{seconds:8.1f} s  {name}")
     print(f"\nthe {top} slowest tests (set-up, call and tear-down):")
     for test, seconds in sorted(tests.items(), key=lambda item: -item[1])[:top]:
         print(f"  {seconds:8.1f} s  {test}")
