@@ -15,7 +15,7 @@ went, the sandbox's own cost per notebook (a notebook of one trivial cell run co
 unconfined, `--sandbox-runs` times each, through the same runner host as grading), peak memory
 of each run's processes, and last
 
-    speedup_vs_nbgrader=<ratio> efficiency=<ratio>
+    speedup_vs_nbgrader=<ratio> efficiency=<ratio> trusted_cpu=<seconds>
 
 speedup: nbgrader's time per notebook over ours, each measured on the whole run (start-up
 included). efficiency: the running time of each notebook's own code over the command's wall
@@ -23,7 +23,11 @@ time times its workers. The notebooks' own code is their cells as they ran: each
 own (as its process measured them), the lesson's worked examples as often as they really ran
 (once per worker and lesson, shared by that worker's notebooks of the lesson), and the
 scenarios calling each notebook's answers (on the grader's clock: they replaced the hidden
-tests that used to run in its cells). The reference runs are grading work, not counted. The machine's load is printed before and after: other
+tests that used to run in its cells). The reference runs are grading work, not counted.
+trusted_cpu: the grading work per notebook beyond the notebook's own code, in CPU seconds
+(which change less than wall time with the machine's load): the grading workers' own CPU
+time (nbgrader's steps, the verdicts, the gradebook, the feedback page) after their warm-up,
+over the class's notebooks; the sandbox's own cost is printed apart. The machine's load is printed before and after: other
 work on the machine changes both figures.
 
 --cluster: the same class is graded again with `grade --cluster`, on a Dask scheduler and as
@@ -60,7 +64,11 @@ from autograder.release import lessons as course_lessons, nbgrader_command, nbgr
 class PeakMemory:
     """Peak of the summed memory of a process and its descendants, sampled: proportional set
     size (PSS: pages shared by forked processes counted once), or resident size where PSS
-    cannot be read."""
+    cannot be read. It also follows the CPU time of each grading worker (the trusted side:
+    `python -m autograder.dispatch.pool`, its own time, not its children's), sampled with
+    the same clock as the pool's timeline."""
+
+    WORKER = "autograder.dispatch.pool"
 
     def __init__(self, pid: int, interval: float = 0.2) -> None:
         import psutil
@@ -69,6 +77,8 @@ class PeakMemory:
         self.interval = interval
         self.peak_bytes = 0
         self.peak_processes = 0
+        # worker pid -> (its start, [(time.monotonic(), its own CPU seconds), ...])
+        self.workers: dict[int, tuple[float, list[tuple[float, float]]]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
@@ -83,6 +93,7 @@ class PeakMemory:
                 break
             total = 0
             for process in processes:
+                self._worker_cpu(process)
                 try:
                     total += process.memory_full_info().pss
                 except (psutil.Error, AttributeError):
@@ -94,18 +105,54 @@ class PeakMemory:
                 self.peak_bytes, self.peak_processes = total, len(processes)
             self._stop.wait(self.interval)
 
+    def _worker_cpu(self, process) -> None:
+        import psutil
+
+        try:
+            if process.pid not in self.workers:
+                if self.WORKER not in process.cmdline():
+                    return
+                self.workers[process.pid] = (process.create_time(), [])
+            times = process.cpu_times()
+        except psutil.Error:
+            return
+        self.workers[process.pid][1].append((time.monotonic(), times.user + times.system))
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
 
+    def trusted_cpu(self, ready: list[float]) -> tuple[float, float]:
+        """(CPU seconds of the workers after they were ready, before): the workers in the order
+        they were started, the n-th ready at `ready[n]` (the pool's timeline), its CPU at that
+        moment read from its samples (each worker's last 0.2 s may be missed)."""
+        after = before = 0.0
+        started = sorted(self.workers.values(), key=lambda worker: worker[0])
+        for (_, samples), when in zip(started, ready):
+            if not samples:
+                continue
+            at_ready = max([cpu for t, cpu in samples if t <= when], default=0.0)
+            before += at_ready
+            after += samples[-1][1] - at_ready
+        return after, before
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's children that ended and were waited for (with theirs)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
 
 def run_measured(command: list[str], **kwargs) -> tuple[float, PeakMemory, subprocess.Popen]:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     process = subprocess.Popen(command, **kwargs)
     memory = PeakMemory(process.pid)
     process.wait()
     elapsed = time.perf_counter() - started
     memory.stop()
+    memory.cpu_seconds = children_cpu() - cpu  # every process of the command, all its CPU
     return elapsed, memory, process
 
 
@@ -361,7 +408,11 @@ def main(argv: list[str] | None = None) -> int:
         jobs = int(re.search(r"(\d+) workers?", summary).group(1))
         grades = read_grades(work / "out" / "grades.csv")
         timings = read_timings(work / "out" / "grading.log")
-        parts = where_time_went(started, ended, jobs, read_trace(trace), timings)
+        workers = read_trace(trace)
+        ready = [worker["ready"] for number, worker in sorted(workers.items())
+                 if number and worker.get("ready") is not None]
+        trusted, warm_up = ours_memory.trusted_cpu(ready)
+        parts = where_time_went(started, ended, jobs, workers, timings)
         cost = sandbox_cost(args.sandbox_runs) if args.sandbox_runs and not args.no_sandbox \
             else None
 
@@ -420,6 +471,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{ours * jobs:.1f} s):")
         for what, seconds in parts:
             print(f"            {seconds:7.1f} s {100 * seconds / (ours * jobs):5.1f} %  {what}")
+        print(f"          CPU: {ours_memory.cpu_seconds:.1f} s in all "
+              f"({ours_memory.cpu_seconds / notebooks:.3f} s a notebook); the workers' own "
+              f"(the trusted side: nbgrader's steps, the verdicts, the feedback page) "
+              f"{trusted / notebooks:.3f} s a notebook after their warm-up ({warm_up:.1f} s "
+              "for all of them)")
         if cost is not None:
             print(f"          sandbox's own cost: {cost['cost']:.3f} s a notebook (a one-cell "
                   f"notebook: {cost['confined']:.3f} s confined, {cost['unconfined']:.3f} s "
@@ -448,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"workers ({name}): {notebooks / seconds:.2f} notebooks/s")
             overhead = cold / ours - 1
         print(f"Machine: {load()} after the run")
-        figures = [f"efficiency={efficiency:.2f}"]
+        figures = [f"efficiency={efficiency:.2f}", f"trusted_cpu={trusted / notebooks:.3f}"]
         if args.cluster:
             figures.append(f"cluster_overhead={overhead:.2f}")
         if sample:

@@ -1,7 +1,7 @@
 """Where the test suite's time goes, and how long it takes on two workers.
 
     .venv/bin/python benchmarks/suite_times.py [--log FILE] [--top 40] [-- PYTEST_ARGS...]
-    .venv/bin/python benchmarks/suite_times.py --from FILE [--top 40]
+    .venv/bin/python benchmarks/suite_times.py --from FILE [FILE...] [--top 40]
 
 Runs the suite as `make test` runs it (pyproject.toml's options: two pytest-xdist workers,
 sharing units of work as tests/conftest.py's scheduler makes them), recording each test's set-up, call and tear-down times and its worker in a
@@ -14,6 +14,16 @@ and from their CPU times: in the order the suite runs them (each worker takes th
 as it finishes one), and longest first. Every figure is in seconds of this run: on a machine
 shared with other work, compare shares and estimates with each other rather than with another
 run's seconds; the CPU times change least with the machine's load.
+
+Several logs (`--from` with more than one file) are read as one run: parts of the suite
+measured apart (`-- -n 0 tests/test_x.py ...`), each test's latest measurement counted once.
+The table of files splits their CPU time: the test process's own, and the processes the
+tests started (kernels, graders, servers, browsers). For nbval, the test process's own time
+is its comparing of the outputs (a sanitizer pattern that scanned the figures' base64 text
+from every character once took 114 s of it for lesson 07, against 6 s in its kernel).
+The CPU estimate, longest first, is the figure for an idle machine of two cores: each unit's
+CPU time is what one core spends on it (the waits it has for clocks, a timeout say, add to
+it).
 
 tests/conftest.py's LONGEST_FIRST names the longest units, which the workers take first; this
 prints the list that this run's times give.
@@ -37,7 +47,14 @@ LOG_ENV = "SUITE_TIMES_LOG"
 
 
 # As a pytest plugin (-p suite_times, with benchmarks/ on the path): one line per test.
-_CPU_AT_START: dict[str, float] = {}
+_CPU_AT_START: dict[str, tuple[float, float]] = {}
+
+
+def own_cpu_seconds() -> float:
+    """CPU time of this process alone (a test's own work: for nbval, comparing a cell's
+    outputs with the stored ones)."""
+    mine = os.times()
+    return mine.user + mine.system
 
 
 def cpu_seconds() -> float:
@@ -66,15 +83,16 @@ def _logging() -> str | None:
 
 def pytest_runtest_logstart(nodeid, location) -> None:
     if _logging():
-        _CPU_AT_START[nodeid] = cpu_seconds()
+        _CPU_AT_START[nodeid] = (cpu_seconds(), own_cpu_seconds())
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:
     log = _logging()
     if not log or nodeid not in _CPU_AT_START:
         return
-    cpu = cpu_seconds() - _CPU_AT_START.pop(nodeid)
-    _write(log, {"test": nodeid, "phase": "cpu", "seconds": cpu})
+    cpu, own = _CPU_AT_START.pop(nodeid)
+    _write(log, {"test": nodeid, "phase": "cpu", "seconds": cpu_seconds() - cpu,
+                 "own": own_cpu_seconds() - own})
 
 
 def pytest_runtest_logreport(report) -> None:
@@ -110,14 +128,41 @@ def schedule(groups: list[tuple[str, float]], workers: int) -> float:
     return max(free)
 
 
-def report(log: Path, top: int, wall: float | None) -> None:
-    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
-    rows = [row for row in rows if row["worker"] != "main" or len({r["worker"] for r in rows}) == 1]
+def read_logs(logs: list[Path]) -> list[dict]:
+    """The rows of the logs, as one run's: a worker's rows (a run with workers also logs each
+    report once more in its controller), and of a test measured in several logs, the last."""
+    latest: dict[str, list[dict]] = {}
+    for number, log in enumerate(logs):
+        rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()
+                if line]
+        workers = {row["worker"] for row in rows}
+        by_test: dict[str, list[dict]] = defaultdict(list)
+        for row in rows:
+            if row["worker"] != "main" or len(workers) == 1:
+                row["worker"] = row["worker"] if len(logs) == 1 else f"{number}:{row['worker']}"
+                by_test[row["test"]].append(row)
+        latest.update(by_test)
+    return [row for rows in latest.values() for row in rows]
+
+
+def by_file(groups: dict[str, float], cpu: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """Test time and CPU time by test file (a unit's file)."""
+    files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for group in set(groups) | set(cpu):
+        entry = files[group.split("::")[0]]
+        entry[0] += groups.get(group, 0.0)
+        entry[1] += cpu.get(group, 0.0)
+    return {name: (seconds, used) for name, (seconds, used) in files.items()}
+
+
+def report(logs: list[Path], top: int, wall: float | None) -> None:
+    rows = read_logs(logs)
     if not rows:
         print("no test ran")
         return
     groups: dict[str, float] = defaultdict(float)
     cpu: dict[str, float] = defaultdict(float)
+    own: dict[str, float] = defaultdict(float)
     tests: dict[str, float] = defaultdict(float)
     busy: dict[str, float] = defaultdict(float)
     order: list[str] = []
@@ -126,6 +171,8 @@ def report(log: Path, top: int, wall: float | None) -> None:
             order.append(row["group"])
         if row["phase"] == "cpu":
             cpu[row["group"]] += row["seconds"]
+            if "own" in row:  # logs of an earlier version have no split
+                own[row["group"]] += row["own"]
             groups[row["group"]] += 0.0
             continue
         groups[row["group"]] += row["seconds"]
@@ -144,6 +191,15 @@ def report(log: Path, top: int, wall: float | None) -> None:
     longest = sorted(groups.items(), key=lambda item: -item[1])
     for group, seconds in longest[:top]:
         print(f"  {seconds:8.1f} s {100 * seconds / total:5.1f} % {cpu[group]:8.1f} s  {group}")
+    files = by_file(groups, cpu)
+    started = by_file({group: groups[group] for group in own},
+                      {group: cpu[group] - own[group] for group in own})
+    print(f"\nthe {top} test files of most CPU (seconds of CPU, share of it, of which in the "
+          "processes the tests started, seconds of test time):")
+    for name, (seconds, used) in sorted(files.items(), key=lambda item: -item[1][1])[:top]:
+        split = f"{started[name][1]:8.1f} s" if name in started else "       - s"
+        print(f"  {used:8.1f} s {100 * used / max(total_cpu, 1e-9):5.1f} % {split} "
+              f"{seconds:8.1f} s  {name}")
     print(f"\nthe {top} slowest tests (set-up, call and tear-down):")
     for test, seconds in sorted(tests.items(), key=lambda item: -item[1])[:top]:
         print(f"  {seconds:8.1f} s  {test}")
@@ -162,13 +218,14 @@ def report(log: Path, top: int, wall: float | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--from", dest="source", type=Path, help="read this log; run nothing")
+    parser.add_argument("--from", dest="sources", type=Path, nargs="+",
+                        help="read these logs (as one run); run nothing")
     parser.add_argument("--log", type=Path, help="where to write the log of this run")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("pytest_args", nargs="*", help="more arguments for pytest (after --)")
     args = parser.parse_args(argv)
-    if args.source:
-        report(args.source, args.top, None)
+    if args.sources:
+        report(args.sources, args.top, None)
         return 0
     log = args.log or Path(tempfile.mkstemp(prefix="suite-times-", suffix=".jsonl")[1])
     log.write_text("")
@@ -181,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                            *args.pytest_args], cwd=REPO, env=env)
     wall = time.perf_counter() - began
     print(f"\npytest exited {done.returncode}; log: {log}\n")
-    report(log, args.top, wall)
+    report([log], args.top, wall)
     return done.returncode
 
 

@@ -206,31 +206,39 @@ def unit_of(item: pytest.Item) -> str:
 # The units that take longest, longest first: each worker takes the next unit as it finishes
 # one, so the longest start first and the short ones fill the end. One not named here comes
 # after them, in the order pytest collected it. Measured with benchmarks/suite_times.py (which
-# prints this list from a run's times) on the course's two-core machine, under load; the last
-# six, which that run had not reached, are the other files that grade whole classes.
+# prints this list from a run's times, and reads runs of parts of the suite as one) on the
+# course's two-core machine, under load: by test time and CPU time, a grading file's CPU
+# counting every process of its grading runs. A test of test_scenarios.py is short since
+# scenario_support computes an exercise's reference and mistakes once per worker; the one that
+# judges 08-ex3's (DDP's) mistakes, and the solutions' runs of test_student_notebooks.py (a kernel
+# each), are the longest units of one test. nbval's run of lesson 07 is no longer the longest
+# unit since tests/nbval_sanitize.cfg no longer scans its figures' base64 text quadratically.
 LONGEST_FIRST = [
-    "solutions/07_hooks_in_practice/07_hooks_in_practice.ipynb",
-    "tests/test_grading.py",
     "tests/test_misconceptions_grading.py",
+    "tests/test_grading.py",
     "tests/test_attacks_sandbox.py",
-    "tests/test_release.py",
-    "tests/test_scenarios.py::test_every_mistake_is_told_apart_from_the_reference"
-    "[08_hooks_in_a_training_stack-08-ex3]",
     "tests/test_browser.py",
-    "tests/test_scenarios.py::test_reference_passes_and_blank_fails[06_module_hooks-06-ex1]",
-    "tests/test_scenarios.py::test_variant[08-ex3-torch-default-hook]",
-    "tests/test_scenarios.py::test_variant[08-ex3-norm-after-average]",
-    "tests/test_scenarios.py::test_reference_passes_and_blank_fails"
-    "[08_hooks_in_a_training_stack-08-ex3]",
-    "tests/test_scenarios.py::test_variant[08-ex3-norm-as-tensor]",
-    "tests/test_scenarios.py::test_variant[08-ex3-divide-in-then]",
-    "tests/test_scenarios.py::test_variant[08-ex3-returns-none]",
+    "tests/test_release.py",
     "tests/test_attacks_verdicts.py",
     "tests/test_attacks_confinement.py",
+    "tests/test_student_notebooks.py::test_pasted_solutions_pass_and_blank_answers_fail"
+    "[06_module_hooks]",
     "tests/test_formgrader_browser.py",
     "tests/test_exchange.py",
     "tests/test_grading_equivalence.py",
     "tests/test_manual_grades.py",
+    "solutions/06_module_hooks/06_module_hooks.ipynb",
+    "solutions/07_hooks_in_practice/07_hooks_in_practice.ipynb",
+    "solutions/03_tensor_hooks/03_tensor_hooks.ipynb",
+    "solutions/04_vector_jacobian_products/04_vector_jacobian_products.ipynb",
+    "tests/test_student_notebooks.py::test_pasted_solutions_pass_and_blank_answers_fail"
+    "[07_hooks_in_practice]",
+    "tests/test_attacks_refactor.py",
+    "tests/test_scenarios.py::test_every_mistake_is_told_apart_from_the_reference"
+    "[08_hooks_in_a_training_stack-08-ex3]",
+    "tests/test_student_notebooks.py::test_pasted_solutions_pass_and_blank_answers_fail"
+    "[08_hooks_in_a_training_stack]",
+    "solutions/08_hooks_in_a_training_stack/08_hooks_in_a_training_stack.ipynb",
 ]
 
 

@@ -94,12 +94,8 @@ def variant_namespace(lesson: str, exercise: str, source: str) -> dict:
 def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list[Check]:
     """Every scenario of `exercise` judged on `namespace` against the reference (visible
     scenarios with seed 0, hidden ones with each of `seeds`)."""
-    module = scenario_module(lesson)
-    scenarios, mistakes = collect(module)
-    runs = [(s.name, seed) for s in scenarios if s.exercise == exercise
-            for seed in ((0,) if s.visible else seeds)]
-    assert runs, f"no scenario for {exercise}"
-    reference = run_scenarios(module, reference_namespace(lesson), runs, mistakes=True)
+    scenarios, mistakes = collect(scenario_module(lesson))
+    runs, reference = _reference_and_mistakes(lesson, exercise, tuple(seeds))
     student = run_scenarios(sandbox_module(lesson), namespace, runs)
     known = [m for m in mistakes if m.exercise == exercise]
     by_name = {s.name: s for s in scenarios}
@@ -112,6 +108,19 @@ def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list
         runs_judged.append(ScenarioRun(by_name[name], read_outcome(reference[key]),
                                        read_outcome(student[key]), wrong))
     return judge_exercise(runs_judged)
+
+
+@functools.lru_cache(maxsize=8)
+def _reference_and_mistakes(lesson: str, exercise: str, seeds: tuple[int, ...]):
+    """The runs of `exercise` (visible scenarios with seed 0, hidden ones with each of
+    `seeds`) and the reports of the reference and of each mistake on them: once for every
+    answer judged against them (the reports are plain data, read and never changed)."""
+    module = scenario_module(lesson)
+    scenarios, _ = collect(module)
+    runs = [(s.name, seed) for s in scenarios if s.exercise == exercise
+            for seed in ((0,) if s.visible else seeds)]
+    assert runs, f"no scenario for {exercise}"
+    return runs, run_scenarios(module, reference_namespace(lesson), runs, mistakes=True)
 
 
 @functools.lru_cache(maxsize=4)
