@@ -708,7 +708,7 @@ class Softplus(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
-        return grad_output / (1 + torch.exp(-x))
+        return grad_output * torch.exp(-torch.nn.functional.softplus(-x))  # sigma(x), finite
 '''),
     # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
     dict(exercise="05-ex2", name="masked-fill-in-backward", expect="pass", mistake=None,
@@ -767,5 +767,73 @@ class SiLU(Function):
         (x,) = ctx.saved_tensors
         e = torch.exp(-x)
         return grad_output * (1 / (1 + e) + x * e / (1 + e) ** 2)
+'''),
+    # softplus and its derivatives far from zero: exp(x) overflows float32 past x ≈ 88.7.
+    dict(exercise="05-ex4", name="log-of-one-plus-exp", expect="fail", mistake=None,
+         relation="Softplus forward holds inf", drawn="extreme magnitudes", source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.log(1 + torch.exp(x))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+'''),
+    dict(exercise="05-ex4", name="sigmoid-as-an-exp-ratio", expect="fail", mistake=None,
+         relation="x.grad holds NaN", drawn="extreme magnitudes", source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.exp(x) / (1 + torch.exp(x))
+'''),
+    # right first derivative, but autograd's derivative of 1 / (1 + e^-x) is e^-x / (1 + e^-x)²,
+    # inf / inf = NaN for x < -88
+    dict(exercise="05-ex4", name="second-derivative-as-a-ratio", expect="fail", mistake=None,
+         relation="d((x.grad * w).sum())/dx holds NaN", drawn="extreme magnitudes",
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output / (1 + torch.exp(-x))
+'''),
+    dict(exercise="05-ex4", name="forward-cut-at-twenty", expect="pass", mistake=None,
+         drawn="extreme magnitudes", source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.where(x > 20, x, torch.log1p(torch.exp(x.clamp(max=20))))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
 '''),
 ]
