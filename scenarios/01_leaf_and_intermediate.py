@@ -689,7 +689,8 @@ def sgd_step_any_shape(sgd_step_, rng):
         (w ** 2 / 2 + torch.cos(w)).sum().backward()
         address = w.data_ptr()
         sgd_step_(w, lr)
-        observed[label] = _after_step(w, address)
+        observed.update({f"{label}: {key}": value
+                         for key, value in _after_step(w, address).items()})
     return observed
 
 

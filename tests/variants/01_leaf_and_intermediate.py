@@ -475,16 +475,16 @@ def freeze(model, module_name):
             module.requires_grad_(False)
     return [name for name, p in model.named_parameters() if p.requires_grad]
 '''),
-    # A w of any shape: slicing and len() need at least one dimension.
+    # A w of any shape, a single number too: slicing and len() need a dimension.
     dict(exercise="01-ex4", name="slice-assignment", expect="fail", mistake=None,
-         relation="right on the test cell's example", drawn="batch of one", source='''
+         relation="right on the test cell's example", drawn="other shapes", source='''
 def sgd_step_(w, lr):
     with torch.no_grad():
         w[:] = w - lr * w.grad
     w.grad = None
 '''),
     dict(exercise="01-ex4", name="entry-by-entry", expect="fail", mistake=None,
-         relation="right on the test cell's example", drawn="batch of one", source='''
+         relation="right on the test cell's example", drawn="other shapes", source='''
 def sgd_step_(w, lr):
     with torch.no_grad():
         for i in range(len(w)):
@@ -492,7 +492,7 @@ def sgd_step_(w, lr):
     w.grad = None
 '''),
     dict(exercise="01-ex4", name="ellipsis-assignment", expect="pass", mistake=None,
-         drawn="batch of one", source='''
+         drawn="other shapes", source='''
 def sgd_step_(w, lr):
     with torch.no_grad():
         w[...] = w - lr * w.grad
