@@ -8,7 +8,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from coursekit.drawing import domain, draw, float_lists, names
+from coursekit.drawing import domain, draw, float_lists, module_names
 from coursekit.scenarios import (cell_checks, count_calls, expect_equal, expect_tensor,
                                  expect_true, gradients_delivered, mistake, scenario)
 
@@ -519,18 +519,12 @@ def freeze_twice(freeze, rng):
             "requires_grad of each parameter": _flags(model)}
 
 
-def _drawn_labels(rng, n):
-    """`n` distinct names drawn from all identifiers (one letter, long, with underscores)."""
-    from hypothesis import strategies as st
-    return draw(st.lists(names(1, 16), min_size=n, max_size=n, unique=True), rng)
-
-
 @scenario("01-ex3", uses=["freeze"],
           title="modules under any names, the frozen one's name used again deeper in the model")
 def freeze_drawn_names(freeze, rng):
     """A top-level module and a module inside a container share their name: freezing the
     top-level one by its name leaves the nested one (whose full name ends the same) alone."""
-    target, container, other, last = _drawn_labels(rng, 4)
+    target, container, other, last = draw(module_names(4, 1, 16), rng)
     width = int(torch.randint(2, 5, (), generator=rng))
     inner = nn.Sequential(OrderedDict([(target, nn.Linear(width, width)),
                                        (other, nn.Linear(width, width))]))

@@ -5,11 +5,12 @@ Every model is small and built here, its weights drawn from `rng` (never the Res
 """
 
 import warnings
+from collections import OrderedDict
 
 import torch
 from torch import nn
 
-from coursekit.drawing import domain
+from coursekit.drawing import domain, draw, module_names
 from coursekit.scenarios import (cell_checks, expect_equal, expect_tensor, expect_true, mistake,
                                  scenario)
 
@@ -17,7 +18,8 @@ domain("06-ex1", "nested models with an in-place ReLU after the captured layer, 
                  "that raise before or after the captured layer")
 domain("06-ex2", "models with repeated cells, a shared activation and an unused branch, a flat "
                  "model of one layer, a model with a hook of its own, two models called in two "
-                 "orders")
+                 "orders, modules under any names nested three deep with one module registered "
+                 "under two names")
 domain("06-ex3", "random networks blocked at a middle layer, a network in eval mode, a residual "
                  "block whose gate branch is blocked, a module of two inputs, a first layer "
                  "whose input needs no gradient")
@@ -415,6 +417,23 @@ def count_in_two_orders(count_calls, rng):
         return count_calls(model, torch.randn(_size(generator, 1, 3), width, generator=generator))
 
     return _two_orders("counts", lambda: call(0), lambda: call(1))
+
+
+@scenario("06-ex2", uses=["count_calls"],
+          title="modules under any names, nested three deep, one module registered under two "
+                "names")
+def count_drawn_names(count_calls, rng):
+    """named_modules() lists a module registered under two names once, under the first name
+    it meets: the shared activation runs twice and is counted twice, under that name."""
+    top, shared_name, outer, inner, first, second, last = draw(module_names(7, 1, 16), rng)
+    width = _size(rng, 2, 4)
+    shared = nn.Tanh()
+    block = nn.Sequential(OrderedDict([(first, nn.Linear(width, width)), (second, shared)]))
+    middle = nn.Sequential(OrderedDict([(inner, block), (last, nn.Linear(width, width))]))
+    model = _randomise(nn.Sequential(OrderedDict([(top, nn.Linear(width, width)),
+                                                  (shared_name, shared), (outer, middle)])), rng)
+    return _count_twice(count_calls, model,
+                        torch.randn(_size(rng, 1, 3), width, generator=rng))
 
 
 @mistake("06-ex2", "Nested modules are missing: named_children() lists only the direct children. "

@@ -507,4 +507,59 @@ def count_calls(model, x):
         module._forward_hooks.clear()
     return counts
 '''),
+    # ------------------------------------- issue 32, item 3: inputs from the whole domain
+    # Names as named_modules() gives them: a module registered under two names is listed once,
+    # under the first; a walk of named_children() lists it twice and hooks it twice.
+    dict(exercise="06-ex2", name="names-built-by-recursion", expect="fail", mistake=None,
+         relation="holds the expected entries, and more", drawn="nested modules", source='''
+def count_calls(model, x):
+    counts, handles = {}, []
+
+    def visit(module, prefix):
+        for name, child in module.named_children():
+            full = prefix + name
+            counts[full] = 0
+            def hook(m, args, output, full=full):
+                counts[full] += 1
+            handles.append(child.register_forward_hook(hook))
+            visit(child, full + ".")
+
+    visit(model, "")
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return counts
+'''),
+    dict(exercise="06-ex2", name="name-of-each-module-looked-up", expect="fail", mistake=None,
+         relation="right on the test cell's example", drawn="nested modules", source='''
+def count_calls(model, x):
+    names = {module: name for name, module in model.named_modules(remove_duplicate=False) if name}
+    counts = {name: 0 for name in names.values()}
+    def hook(module, args, output):
+        counts[names[module]] += 1
+    handles = [m.register_forward_hook(hook) for m in names]
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return counts
+'''),
+    dict(exercise="06-ex2", name="pre-hooks-keyed-by-module", expect="pass", mistake=None,
+         drawn="nested modules", source='''
+def count_calls(model, x):
+    named = [(name, m) for name, m in model.named_modules() if name]
+    seen = {id(m): 0 for _, m in named}
+    def hook(module, args):
+        seen[id(module)] += 1
+    handles = [m.register_forward_pre_hook(hook) for _, m in named]
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return {name: seen[id(m)] for name, m in named}
+'''),
 ]
