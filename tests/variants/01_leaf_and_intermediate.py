@@ -164,7 +164,7 @@ def freeze(model, module_name):
     model.get_submodule(module_name).requires_grad_(False)
     return [n for n, p in model.named_parameters() if not p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="prefix-without-dot", expect="fail",
+    dict(exercise="01-ex3", name="prefix-without-dot", drawn="layer names", expect="fail",
          mistake="starts with the same letters", source='''
 def freeze(model, module_name):
     for name, p in model.named_parameters():
@@ -172,7 +172,7 @@ def freeze(model, module_name):
             p.requires_grad = False
     return [n for n, p in model.named_parameters() if p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="getattr", expect="fail", mistake="get_submodule", source='''
+    dict(exercise="01-ex3", name="getattr", drawn="nested modules", expect="fail", mistake="get_submodule", source='''
 def freeze(model, module_name):
     getattr(model, module_name).requires_grad_(False)
     return [n for n, p in model.named_parameters() if p.requires_grad]
@@ -342,14 +342,14 @@ def leaves_receiving_grad(output, named):
             todo += [child for child, _ in node.next_functions]
     return sorted(n for n, t in named.items() if id(t) in ids)
 '''),
-    dict(exercise="01-ex3", name="recurse-false", expect="fail", mistake="recurse=False",
+    dict(exercise="01-ex3", name="recurse-false", drawn="nested modules", expect="fail", mistake="recurse=False",
          source='''
 def freeze(model, module_name):
     for p in model.get_submodule(module_name).parameters(recurse=False):
         p.requires_grad = False
     return [n for n, p in model.named_parameters() if p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="children-only", expect="fail", mistake=None,
+    dict(exercise="01-ex3", name="children-only", drawn="nested modules", expect="fail", mistake=None,
          relation="is True, not False", source='''
 def freeze(model, module_name):
     for child in model.get_submodule(module_name).children():
@@ -411,14 +411,14 @@ def leaves_receiving_grad(output, named):
     return sorted(name for name, t in named.items() if any(t is leaf for leaf in found))
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
-    dict(exercise="01-ex3", name="toggles-requires-grad", expect="fail", mistake=None,
+    dict(exercise="01-ex3", name="toggles-requires-grad", drawn="freezing twice", expect="fail", mistake=None,
          relation="is True, not False", source='''
 def freeze(model, module_name):
     for p in model.get_submodule(module_name).parameters():
         p.requires_grad_(not p.requires_grad)
     return [name for name, p in model.named_parameters() if p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="frozen-names-kept-between-models", expect="fail", mistake=None,
+    dict(exercise="01-ex3", name="frozen-names-kept-between-models", drawn="second instance", expect="fail", mistake=None,
          relation="is False, not True", source='''
 FROZEN = set()
 

@@ -44,7 +44,7 @@ def vector_jacobian_product(f, x, v):
 def vector_jacobian_product(f, x, v):
     return v @ jacrev(f)(x)
 '''),
-    dict(exercise="04-ex1", name="requires-grad-on-x", expect="fail", mistake="x was changed",
+    dict(exercise="04-ex1", name="requires-grad-on-x", drawn="caller's tensors unchanged", expect="fail", mistake="x was changed",
          source='''
 def vector_jacobian_product(f, x, v):
     x.requires_grad_(True)
@@ -84,7 +84,7 @@ def jacobian_row(f, x, i):
     out.backward(torch.ones_like(out))
     return leaf.grad
 '''),
-    dict(exercise="04-ex2", name="accumulates-into-x-grad", expect="fail",
+    dict(exercise="04-ex2", name="accumulates-into-x-grad", drawn="caller's tensors unchanged", expect="fail",
          mistake="accumulates", source='''
 def jacobian_row(f, x, i):
     x.requires_grad_()
@@ -404,7 +404,7 @@ def jacobian_column(f, x, j):
     return jvp(f, (x,), (u,))[1]
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
-    dict(exercise="04-ex2", name="uses-the-caller-s-x", expect="fail", mistake="added together", source='''
+    dict(exercise="04-ex2", name="uses-the-caller-s-x", drawn="caller's tensors unchanged", expect="fail", mistake="added together", source='''
 def jacobian_row(f, x, i):
     x.requires_grad_(True)
     y = f(x)

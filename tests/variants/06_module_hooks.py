@@ -119,7 +119,7 @@ def capture_activation(model, layer, x):
     return store["value"]
 '''),
     # ------------------------------------------------------------------ 06-ex2
-    dict(exercise="06-ex2", name="named-children", expect="fail", mistake="named_children",
+    dict(exercise="06-ex2", name="named-children", drawn="nested modules", expect="fail", mistake="named_children",
          source='''
 def count_calls(model, x):
     counts = {name: 0 for name, _ in model.named_children()}
@@ -257,7 +257,7 @@ def count_calls(model, x):
 '''),
     # Keeps its counts in a module-level dict across calls, hooks removed: the test cell told it
     # to remove its hooks, a mistake it did not make; it now says where the counts must start.
-    dict(exercise="06-ex2", name="module-level-counts-kept-across-calls", expect="fail",
+    dict(exercise="06-ex2", name="module-level-counts-kept-across-calls", drawn="second instance", expect="fail",
          mistake=None, cell="each call must count from zero", source='''
 from collections import defaultdict
 _COUNTS = defaultdict(int)
@@ -281,7 +281,7 @@ def block_gradient(module):
         grad_input = tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
     return module.register_full_backward_hook(hook)
 '''),
-    dict(exercise="06-ex3", name="zeroes-in-place", expect="fail", mistake="in place",
+    dict(exercise="06-ex3", name="zeroes-in-place", drawn="upstream gradient after a hook", expect="fail", mistake="in place",
          source='''
 def block_gradient(module):
     def hook(module, grad_input, grad_output):
@@ -304,7 +304,7 @@ def block_gradient(module):
         return tuple(torch.zeros_like(g) for g in grad_output)
     return module.register_full_backward_pre_hook(hook)
 '''),
-    dict(exercise="06-ex3", name="zeros-for-none", expect="fail", mistake="Keep None entries",
+    dict(exercise="06-ex3", name="zeros-for-none", drawn="upstream gradient after a hook", expect="fail", mistake="Keep None entries",
          source='''
 def block_gradient(module):
     def hook(module, grad_input, grad_output):
@@ -408,7 +408,7 @@ def count_calls(model, x):
         module._forward_hooks.clear()
     return counts
 '''),
-    dict(exercise="06-ex2", name="counts-made-once", expect="fail", mistake=None,
+    dict(exercise="06-ex2", name="counts-made-once", drawn="second instance", expect="fail", mistake=None,
          relation="depends on the order of calls", source='''
 COUNTS = {}
 
@@ -462,7 +462,7 @@ def block_gradient(module):
         lambda module, grad_input, grad_output: tuple(map(zeros, grad_input)))
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
-    dict(exercise="06-ex1", name="finds-the-layer-among-direct-children", expect="fail", mistake=None,
+    dict(exercise="06-ex1", name="finds-the-layer-among-direct-children", drawn="nested modules", expect="fail", mistake=None,
          relation="is None where a float32 tensor was expected", source='''
 def capture_activation(model, layer, x):
     captured = {}
