@@ -66,6 +66,16 @@ def _fresh_leaf(x):
     return x.detach().clone().requires_grad_()
 
 
+def _one_to_one(rng):
+    """A function of one input and one output, drawn from `rng`."""
+    scale = torch.randn((), generator=rng)
+
+    def one(t):
+        return torch.sin(t) * scale + t ** 3
+
+    return one
+
+
 def _prefixed(label, observed):
     """`observed` with each key said after `label` ("one input and one output: vᵀJ")."""
     return {f"{label}: {key}": value for key, value in observed.items()}
@@ -163,11 +173,7 @@ def vjp_square(vector_jacobian_product, rng):
 @scenario("04-ex1", uses=["vector_jacobian_product"], rtol=1e-4, atol=1e-5,
           title="one input and one output, and a v of zeros")
 def vjp_edges(vector_jacobian_product, rng):
-    scale = torch.randn((), generator=rng)
-
-    def one(t):
-        return torch.sin(t) * scale + t ** 3
-
+    one = _one_to_one(rng)
     m, n = _size(rng, 2, 4), _size(rng, 2, 4)
     weight = torch.randn(m, n, generator=rng)
 
@@ -350,11 +356,7 @@ def row_of_wide(jacobian_row, rng):
 @scenario("04-ex2", uses=["jacobian_row"], rtol=1e-4, atol=1e-5,
           title="one input and one output, and a function of one output")
 def row_edges(jacobian_row, rng):
-    scale = torch.randn((), generator=rng)
-
-    def one(t):
-        return torch.sin(t) * scale + t ** 3
-
+    one = _one_to_one(rng)
     n = _size(rng, 2, 5)
     weights = torch.randn(n, generator=rng)
 
@@ -513,11 +515,7 @@ def column_of_tall(jacobian_column, rng):
 @scenario("04-ex3", uses=["jacobian_column"], rtol=1e-4, atol=1e-5,
           title="one input and one output, and a function of one input")
 def column_edges(jacobian_column, rng):
-    scale = torch.randn((), generator=rng)
-
-    def one(t):
-        return torch.sin(t) * scale + t ** 3
-
+    one = _one_to_one(rng)
     m = _size(rng, 2, 5)
     weights = torch.randn(m, generator=rng)
 
@@ -661,11 +659,7 @@ def single_product(vjps_from_one_forward, rng):
 @scenario("04-ex4", uses=["vjps_from_one_forward"], rtol=1e-4, atol=1e-5,
           title="one input and one output, and a row of zeros")
 def products_edges(vjps_from_one_forward, rng):
-    scale = torch.randn((), generator=rng)
-
-    def one(t):
-        return torch.sin(t) * scale + t ** 3
-
+    one = _one_to_one(rng)
     n, m = _size(rng, 2, 4), _size(rng, 2, 4)
     weight = torch.randn(m, n, generator=rng)
 
