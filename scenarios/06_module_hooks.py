@@ -22,7 +22,8 @@ domain("06-ex2", "models with repeated cells, a shared activation and an unused 
                  "under two names")
 domain("06-ex3", "random networks blocked at a middle layer, a network in eval mode, a residual "
                  "block whose gate branch is blocked, a module of two inputs, a first layer "
-                 "whose input needs no gradient")
+                 "whose input needs no gradient, two modules of one network blocked and one "
+                 "block lifted")
 
 
 def _randomise(model, rng, scale=0.5):
@@ -751,3 +752,29 @@ def block_returns_no_handle(module):
     module.register_full_backward_hook(
         lambda module, grad_input, grad_output: tuple(
             None if g is None else torch.zeros_like(g) for g in grad_input))
+
+
+@scenario("06-ex3", uses=["block_gradient"],
+          title="two modules of one network blocked, then the block on one lifted")
+def block_two_then_lift_one(block_gradient, rng):
+    """Each call adds a block of its own: the second neither lifts nor replaces the first, and
+    lifting one (its handle's remove()) leaves the other in place."""
+    a, b = _size(rng, 2, 5), _size(rng, 2, 6)
+    net = _randomise(nn.Sequential(nn.Linear(a, b), nn.Tanh(), nn.Linear(b, b), nn.Tanh(),
+                                   nn.Linear(b, 1)), rng)
+    x = torch.randn(_size(rng, 1, 4), a, generator=rng, requires_grad=True)
+    block_gradient(net[1])
+    second = block_gradient(net[3])
+    net(x).pow(2).sum().backward()
+    observed = {"x.grad with net[1] and net[3] blocked": x.grad,
+                "net[4].weight.grad with net[1] and net[3] blocked": net[4].weight.grad}
+    if hasattr(second, "remove"):
+        second.remove()
+        x.grad = None
+        net.zero_grad()
+        net(x).pow(2).sum().backward()
+        observed["x.grad after the block on net[3] was lifted (net[1] still blocked)"] = x.grad
+        observed["net[2].weight.grad after the block on net[3] was lifted"] = \
+            net[2].weight.grad
+    return observed
+

@@ -562,4 +562,31 @@ def count_calls(model, x):
             h.remove()
     return {name: seen[id(m)] for name, m in named}
 '''),
+    # A second block in the same network: each call adds a block of its own.
+    dict(exercise="06-ex3", name="one-block-at-a-time", expect="fail", mistake=None,
+         relation="should be all zeros", drawn="second instance", source='''
+_BLOCKS = []
+
+def block_gradient(module):
+    while _BLOCKS:
+        _BLOCKS.pop().remove()
+
+    def hook(module, grad_input, grad_output):
+        return tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
+
+    handle = module.register_full_backward_hook(hook)
+    _BLOCKS.append(handle)
+    return handle
+'''),
+    dict(exercise="06-ex3", name="handles-kept-in-a-list", expect="pass", mistake=None,
+         drawn="second instance", source='''
+_BLOCKS = []
+
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        return tuple(None if g is None else g.new_zeros(g.shape) for g in grad_input)
+
+    _BLOCKS.append(module.register_full_backward_hook(hook))
+    return _BLOCKS[-1]
+'''),
 ]
