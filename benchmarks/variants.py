@@ -22,7 +22,10 @@ tests/test_misconceptions_grading.py does (minutes). It prints, per lesson and i
 
 then each answer not caught, valid answer not kept, misnamed answer, and caught answer whose
 feedback lacks the words its variant lists (`mistake=` or `relation=`), each exercise with
-fewer than 10 wrong or 3 valid answers listed; and last one line,
+fewer than 10 wrong or 3 valid answers listed; then, for the variants tagged `drawn=` with
+one of the hidden-input CATEGORIES of issue 32 (what a hidden check must draw to tell them
+apart: extreme magnitudes, a batch of one, ...), wrong caught and valid kept per category;
+and last one line,
 `caught=<n>/<n> kept=<n>/<n> named=<percent> misnamed=<n> cell-claims=<n> thin=<n>`.
 """
 
@@ -40,6 +43,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+# The hidden inputs a variant tagged `drawn=<category>` needs to be told apart (issue 32).
+CATEGORIES = ("extreme magnitudes", "zeros", "batch of one", "other shapes", "integer lists",
+              "layer names", "nested modules", "second instance", "caller's tensors unchanged",
+              "upstream gradient after a hook", "freezing twice", "ctx attributes")
+
 
 @dataclass
 class Result:
@@ -53,7 +61,7 @@ class Result:
     mistakes: list[str]
     relations: list[str]
     cell_claims: bool = False  # the test cell says more than the grader decides
-
+    drawn: str | None = None   # the hidden-input category the variant is tagged with
 
     @property
     def named(self) -> bool:
@@ -97,7 +105,8 @@ def judge_here(lesson: str, listed: list[dict]) -> list[Result]:
             claims = claims or ran or variant["cell"].lower() not in text.lower()
         results.append(Result(lesson, variant["exercise"], variant["name"], variant["expect"],
                               bool(failed), [c.mistake for c in failed if c.mistake],
-                              [r for c in failed for r in c.relations], claims))
+                              [r for c in failed for r in c.relations], claims,
+                              variant.get("drawn")))
     return results
 
 
@@ -109,6 +118,23 @@ def thin_exercises(listed: list[dict]) -> list[str]:
         pair[variant["expect"] == "pass"] += 1
     return [f"{exercise} ({wrong} wrong, {valid} valid)"
             for exercise, (wrong, valid) in sorted(counts.items()) if wrong < 10 or valid < 3]
+
+
+def by_category(results: list[Result]) -> list[str]:
+    """One line per hidden-input category: its wrong answers caught and valid answers kept;
+    a tag that is not one of CATEGORIES is said, and counts as a thin exercise."""
+    lines = []
+    for category in CATEGORIES:
+        mine = [r for r in results if r.drawn == category]
+        wrong = [r for r in mine if r.expect == "fail"]
+        valid = [r for r in mine if r.expect == "pass"]
+        lines.append(f"  {category:<32} caught {sum(r.failed for r in wrong):>3}/{len(wrong):<3} "
+                     f"kept {sum(not r.failed for r in valid):>3}/{len(valid):<3}")
+    for r in results:
+        if r.drawn is not None and r.drawn not in CATEGORIES:
+            lines.append(f"    {r.exercise} {r.name}: unknown category {r.drawn!r} "
+                         f"(one of benchmarks/variants.py's CATEGORIES)")
+    return lines
 
 
 def judge_by_grading(lessons: list[str], jobs: int) -> dict[tuple[str, str, str], Result]:
@@ -127,7 +153,7 @@ def judge_by_grading(lessons: list[str], jobs: int) -> dict[tuple[str, str, str]
                 v = answer.variant
                 results[(lesson, exercise, v["name"])] = Result(
                     lesson, exercise, v["name"], v["expect"], got.score != got.max_score,
-                    got.mistakes, got.relations)
+                    got.mistakes, got.relations, drawn=v.get("drawn"))
     return results
 
 
@@ -149,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     listed = {lesson: list(suite.variants(lesson)) for lesson in names}
     graded = judge_by_grading(names, args.jobs) if args.grade else None
     totals = [0, 0, 0, 0, 0, 0, 0, 0]  # wrong, caught, valid, kept, named, misnamed, claims, thin
+    every: list[Result] = []
     print(f"{'lesson':<28} {'wrong caught':>13} {'valid kept':>11} {'named':>11} "
           f"{'misnamed':>9}")
     for lesson in names:
@@ -157,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results = [graded[(lesson, v["exercise"], v["name"])] for v in listed[lesson]
                        if (lesson, v["exercise"], v["name"]) in graded]
+        every += results
         by_name = {(v["exercise"], v["name"]): v for v in listed[lesson]}
         wrong = [r for r in results if r.expect == "fail"]
         caught = [r for r in wrong if r.failed]
@@ -183,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
             if unsaid(r, by_name[(r.exercise, r.name)]) and not misnamed(
                     r, by_name[(r.exercise, r.name)]):
                 print(f"    {r.exercise} {r.name}: its feedback lacks the words listed for it")
+    print("hidden inputs (variants tagged drawn=...)")
+    categories = by_category(every)
+    print("\n".join(categories))
+    totals[7] += sum("unknown category" in line for line in categories)
     wrong, caught, valid, kept, named, bad, claims, thin = totals
     share = 100.0 * named / caught if caught else 0.0
     print(f"caught={caught}/{wrong} kept={kept}/{valid} named={share:.0f}% misnamed={bad} "

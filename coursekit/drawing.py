@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["draw", "domain", "domains", "float_lists", "names", "warm_up", "GRADED_ON"]
+__all__ = ["draw", "domain", "domains", "float_lists", "module_names", "names", "warm_up",
+           "GRADED_ON"]
 
 GRADED_ON = "Graded on: "
 # Where `domain` records, in the namespace of the module that calls it (like the scenarios'
@@ -109,6 +110,16 @@ def names(min_size: int = 1, max_size: int = 12) -> Any:
                     min_size=max(0, min_size - 1), max_size=max_size - 1)
     return st.builds(lambda a, b: a + "".join(b), first, rest).filter(
         lambda name: not keyword.iskeyword(name) and not name.startswith("__"))
+
+
+def module_names(count: int, min_size: int = 1, max_size: int = 12) -> Any:
+    """`count` distinct names (see `names`) that a submodule can be registered under: none is
+    already an attribute of a module (forward, eval, training, ...), which add_module refuses."""
+    from hypothesis import strategies as st
+    from torch import nn
+    taken = set(dir(nn.Sequential()))
+    return st.lists(names(min_size, max_size).filter(lambda name: name not in taken),
+                    min_size=count, max_size=count, unique=True)
 
 
 def domain(exercise: str, text: str) -> None:

@@ -8,20 +8,23 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from coursekit.drawing import domain
+from coursekit.drawing import domain, draw, float_lists, module_names
 from coursekit.scenarios import (cell_checks, count_calls, expect_equal, expect_tensor,
                                  expect_true, gradients_delivered, mistake, scenario)
 
-domain("01-ex1", "two lists of 2 to 8 floats of equal length (standard normal values); the "
-                 "function called twice on the same lists")
+domain("01-ex1", "two lists of 1 to 8 numbers of equal length between -1000 and 1000: floats, "
+                 "and whole numbers given as Python ints (a single entry and zeros included); "
+                 "the function called twice on the same lists")
 domain("01-ex2", "graphs drawn at random: leaves on either input of each operation at varying "
                  "depths, intermediates and tensors of equal values in `named`, an output "
                  "computed without a graph, a deep chain")
 domain("01-ex3", "models of Linear layers nested in Sequential containers and blocks, a module "
                  "beside one whose name starts the same, a module with a parameter of its own "
-                 "and a submodule, a partly frozen model frozen twice")
-domain("01-ex4", "w of 1 or 2 dimensions with its .grad filled: one step, then many steps on a "
-                 "quadratic, and a loss whose gradient is not a multiple of w")
+                 "and a submodule, a partly frozen model frozen twice, modules under any names "
+                 "with the frozen one's name used again deeper in the model")
+domain("01-ex4", "w of any shape (a single number, one entry, 1 to 3 dimensions) with its .grad "
+                 "filled and values up to ±1000: one step, then many steps on a quadratic, and a "
+                 "loss whose gradient is not a multiple of w")
 
 
 def _float32(value):
@@ -55,10 +58,16 @@ CELL_01_EX1 = cell_checks(
                                       _MEAN: [2.0, 4.0 / 3, -0.5 / 3]}, hint=_BUILT))
 
 
+def _pair(rng, bound: float, *, integers: bool = False) -> tuple[list, list]:
+    """Two lists of one length drawn from 1 to 8, values in [-bound, bound]."""
+    n = int(torch.randint(1, 9, (), generator=rng))
+    return (draw(float_lists(n, n, bound, integers=integers), rng),
+            draw(float_lists(n, n, bound, integers=integers), rng))
+
+
 @scenario("01-ex1", uses=["leaf_gradients"], title="other values, called twice")
 def leaf_gradients_random(leaf_gradients, rng):
-    n = int(torch.randint(2, 9, (), generator=rng))
-    p_values, q_values = _values(rng, n), _values(rng, n)
+    p_values, q_values = _pair(rng, 1e3)
     with gradients_delivered() as delivered:
         p_grad, q_grad = leaf_gradients(p_values, q_values)
         p_again, q_again = leaf_gradients(p_values, q_values)
@@ -69,10 +78,31 @@ def leaf_gradients_random(leaf_gradients, rng):
                 delivered.holds(p_grad) and delivered.holds(q_grad)}
 
 
+@scenario("01-ex1", uses=["leaf_gradients"],
+          title="whole numbers given as Python ints ([2, 0, -1]): p and q are float tensors "
+                "all the same")
+def leaf_gradients_whole_numbers(leaf_gradients, rng):
+    p_values, q_values = _pair(rng, 50, integers=True)
+    p_grad, q_grad = leaf_gradients(p_values, q_values)
+    return {"p.grad": _float32(p_grad), "q.grad": _float32(q_grad)}
+
+
+@scenario("01-ex1", uses=["leaf_gradients"], title="a single entry, and zeros")
+def leaf_gradients_single_and_zeros(leaf_gradients, rng):
+    value = draw(float_lists(1, 1, 1e3), rng)
+    single_p, single_q = leaf_gradients(value, [0.0])
+    n = int(torch.randint(2, 9, (), generator=rng))
+    zero_p, zero_q = leaf_gradients([0.0] * n, draw(float_lists(n, n, 1e3), rng))
+    return {"p.grad for one entry each": _float32(single_p),
+            "q.grad for one entry each": _float32(single_q),
+            "p.grad when every p is 0": _float32(zero_p),
+            "q.grad when every p is 0": _float32(zero_q)}
+
+
 @mistake("01-ex1", "The two results are swapped: return (p.grad, q.grad) in that order.")
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     ((p * q) ** 2 + p).sum().backward()
     return q.grad, p.grad
 
@@ -81,8 +111,8 @@ def leaf_gradients(p_values, q_values):
                    "build s = sum((p*q)**2 + p) from p and q as given.",
          replaces="leaf_gradients")
 def leaf_gradients_without_p(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     ((p * q) ** 2).sum().backward()
     return p.grad, q.grad
 
@@ -90,8 +120,8 @@ def leaf_gradients_without_p(p_values, q_values):
 @mistake("01-ex1", "The gradients are divided by the number of entries: s is a sum (.sum()), "
                    "not a mean.", replaces="leaf_gradients")
 def leaf_gradients_mean(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     ((p * q) ** 2 + p).mean().backward()
     return p.grad, q.grad
 
@@ -101,15 +131,16 @@ def leaf_gradients_mean(p_values, q_values):
                    "build s from the leaves p and q, call s.backward(), and return p.grad and "
                    "q.grad themselves.", replaces="leaf_gradients")
 def leaf_gradients_by_hand(p_values, q_values):
-    p, q = torch.tensor(p_values), torch.tensor(q_values)
+    p = torch.tensor(p_values, dtype=torch.float32)
+    q = torch.tensor(q_values, dtype=torch.float32)
     return 2 * p * q ** 2 + 1, 2 * p ** 2 * q
 
 
 @mistake("01-ex1", "The leaves p and q themselves were returned: return their gradients, "
                    "p.grad and q.grad, after backward().", replaces="leaf_gradients")
 def leaf_gradients_returns_leaves(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     ((p * q) ** 2 + p).sum().backward()
     return p, q
 
@@ -501,6 +532,31 @@ def freeze_twice(freeze, rng):
             "requires_grad of each parameter": _flags(model)}
 
 
+@scenario("01-ex3", uses=["freeze"],
+          title="modules under any names, the frozen one's name used again deeper in the model")
+def freeze_drawn_names(freeze, rng):
+    """A top-level module and a module inside a container share their name: freezing the
+    top-level one by its name leaves the nested one (whose full name ends the same) alone."""
+    target, container, other, last = draw(module_names(4, 1, 16), rng)
+    width = int(torch.randint(2, 5, (), generator=rng))
+    inner = nn.Sequential(OrderedDict([(target, nn.Linear(width, width)),
+                                       (other, nn.Linear(width, width))]))
+    model = nn.Sequential(OrderedDict([(target, nn.Linear(3, width)), (container, inner),
+                                       (last, nn.Linear(width, 1))]))
+    nested = f"{container}.{target}"
+    first = freeze(model, target)
+    flags_first = _flags(model)
+    again = nn.Sequential(OrderedDict([(target, nn.Linear(3, width)),
+                                       (container, nn.Sequential(OrderedDict([
+                                           (target, nn.Linear(width, width)),
+                                           (other, nn.Linear(width, width))]))),
+                                       (last, nn.Linear(width, 1))]))
+    return {f"freeze(model, {target!r})": first,
+            f"requires_grad of each parameter after freeze(model, {target!r})": flags_first,
+            f"freeze(model, {nested!r}) on a fresh model": freeze(again, nested),
+            f"requires_grad of each parameter after freeze(model, {nested!r})": _flags(again)}
+
+
 @mistake("01-ex3", "Nothing was frozen: `module.requires_grad = False` only sets a plain "
                    "attribute on the module; call module.requires_grad_(False).")
 def freeze(model, module_name):
@@ -626,6 +682,23 @@ def sgd_step_matrix(sgd_step_, rng):
     address = w.data_ptr()
     sgd_step_(w, lr)
     return _after_step(w, address)
+
+
+@scenario("01-ex4", uses=["sgd_step_"], rtol=1e-4, atol=1e-5,
+          title="a single number, one entry and a 3-D w, values up to ±1000")
+def sgd_step_any_shape(sgd_step_, rng):
+    observed = {}
+    for label, shape in (("a single number", ()), ("one entry", (1,)), ("a 3-D w", (2, 3, 2))):
+        count = max(1, int(torch.tensor(shape).prod()) if shape else 1)
+        values = draw(float_lists(count, count, 1e3), rng)
+        w = torch.tensor(values).reshape(shape).requires_grad_()
+        lr = float(torch.rand((), generator=rng)) * 1e-3 + 1e-4
+        (w ** 2 / 2 + torch.cos(w)).sum().backward()
+        address = w.data_ptr()
+        sgd_step_(w, lr)
+        observed.update({f"{label}: {key}": value
+                         for key, value in _after_step(w, address).items()})
+    return observed
 
 
 @mistake("01-ex4", "w did not change: `w = w - ...` inside the function makes a new tensor and "

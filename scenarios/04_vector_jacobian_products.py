@@ -19,12 +19,16 @@ from coursekit.scenarios import (cell_checks, expect_equal, expect_tensor, expec
                                  scenario)
 
 domain("04-ex1", "random functions with more outputs than inputs, fewer outputs than inputs and "
-                 "a square Jacobian that is not symmetric, with random x and v")
+                 "a square Jacobian that is not symmetric, with random x and v; one input and "
+                 "one output, a v of zeros, an x of 2 dimensions")
 domain("04-ex2", "random functions and inputs, every row of the Jacobian (one call each, on the "
-                 "same x), a function of many inputs")
+                 "same x), a function of many inputs, one input and one output, a function of "
+                 "one output")
 domain("04-ex3", "random functions with more inputs than outputs and with more outputs than "
-                 "inputs, every column of the Jacobian")
-domain("04-ex4", "random functions and inputs, `vs` of one row or of several rows")
+                 "inputs, every column of the Jacobian, one input and one output, a function of "
+                 "one input")
+domain("04-ex4", "random functions and inputs, `vs` of one row or of several rows, one input and "
+                 "one output, a row of zeros")
 
 
 class NotApplicable(Exception):
@@ -60,6 +64,21 @@ def _one_hot(like, index):
 
 def _fresh_leaf(x):
     return x.detach().clone().requires_grad_()
+
+
+def _one_to_one(rng):
+    """A function of one input and one output, drawn from `rng`."""
+    scale = torch.randn((), generator=rng)
+
+    def one(t):
+        return torch.sin(t) * scale + t ** 3
+
+    return one
+
+
+def _prefixed(label, observed):
+    """`observed` with each key said after `label` ("one input and one output: vᵀJ")."""
+    return {f"{label}: {key}": value for key, value in observed.items()}
 
 
 # ------------------------------------------------------ 04-ex1: vector_jacobian_product
@@ -149,6 +168,36 @@ def vjp_square(vector_jacobian_product, rng):
     x = torch.randn(n, generator=rng)
     v = torch.randn(n, generator=rng)
     return _vjp_observations(vector_jacobian_product, f, x, v)
+
+
+@scenario("04-ex1", uses=["vector_jacobian_product"], rtol=1e-4, atol=1e-5,
+          title="one input and one output, and a v of zeros")
+def vjp_edges(vector_jacobian_product, rng):
+    one = _one_to_one(rng)
+    m, n = _size(rng, 2, 4), _size(rng, 2, 4)
+    weight = torch.randn(m, n, generator=rng)
+
+    def f(t):
+        return torch.tanh(weight @ t) * t.sum()
+
+    return {**_prefixed("one input and one output", _vjp_observations(
+                vector_jacobian_product, one, torch.randn(1, generator=rng),
+                torch.randn(1, generator=rng))),
+            **_prefixed("a v of zeros", _vjp_observations(
+                vector_jacobian_product, f, torch.randn(n, generator=rng), torch.zeros(m)))}
+
+
+@scenario("04-ex1", uses=["vector_jacobian_product"], rtol=1e-4, atol=1e-5,
+          title="an x of 2 dimensions")
+def vjp_matrix_input(vector_jacobian_product, rng):
+    rows, columns, m = _size(rng, 2, 3), _size(rng, 2, 3), _size(rng, 2, 4)
+    weight = torch.randn(m, rows * columns, generator=rng)
+
+    def f(t):
+        return torch.tanh(weight @ t.reshape(-1)) + (t ** 2).sum()
+
+    x = torch.randn(rows, columns, generator=rng)
+    return _vjp_observations(vector_jacobian_product, f, x, torch.randn(m, generator=rng))
 
 
 @mistake("04-ex1", "That is J @ v (J times v as a column), not vᵀJ: pass v as the gradient "
@@ -304,6 +353,22 @@ def row_of_wide(jacobian_row, rng):
             "vector-Jacobian products through f": passes.vectors}
 
 
+@scenario("04-ex2", uses=["jacobian_row"], rtol=1e-4, atol=1e-5,
+          title="one input and one output, and a function of one output")
+def row_edges(jacobian_row, rng):
+    one = _one_to_one(rng)
+    n = _size(rng, 2, 5)
+    weights = torch.randn(n, generator=rng)
+
+    def single(t):
+        return (weights * torch.tanh(t)).sum().reshape(1)
+
+    x, y = torch.randn(1, generator=rng), torch.randn(n, generator=rng)
+    with _blocked(jacobian_row):
+        return {"row 0, one input and one output": jacobian_row(one, x, 0),
+                "row 0 of a function of one output": jacobian_row(single, y, 0)}
+
+
 @mistake("04-ex2", "That is a column of J, not a row: a one-hot v in backward(v) picks row i "
                    "(vᵀJ); a one-hot tangent in jvp picks a column.", replaces="jacobian_row")
 def column_instead_of_row(f, x, i):
@@ -447,6 +512,22 @@ def column_of_tall(jacobian_column, rng):
     return _column_observations(jacobian_column, f, x, [_size(rng, 0, n - 1)])
 
 
+@scenario("04-ex3", uses=["jacobian_column"], rtol=1e-4, atol=1e-5,
+          title="one input and one output, and a function of one input")
+def column_edges(jacobian_column, rng):
+    one = _one_to_one(rng)
+    m = _size(rng, 2, 5)
+    weights = torch.randn(m, generator=rng)
+
+    def spread(t):
+        return torch.tanh(weights * t) + t ** 2
+
+    x, y = torch.randn(1, generator=rng), torch.randn(1, generator=rng)
+    with _blocked(jacobian_column):
+        return {"column 0, one input and one output": jacobian_column(one, x, 0),
+                "column 0 of a function of one input": jacobian_column(spread, y, 0)}
+
+
 @mistake("04-ex3", "That is a row of J, not a column: a one-hot tangent u in jvp gives the "
                    "column Ju; a one-hot v in backward gives a row.", replaces="jacobian_column")
 def row_instead_of_column(f, x, j):
@@ -573,6 +654,26 @@ def single_product(vjps_from_one_forward, rng):
     x = torch.randn(n, generator=rng)
     vs = torch.randn(1, 3, generator=rng)
     return _products_observations(vjps_from_one_forward, f, x, vs)
+
+
+@scenario("04-ex4", uses=["vjps_from_one_forward"], rtol=1e-4, atol=1e-5,
+          title="one input and one output, and a row of zeros")
+def products_edges(vjps_from_one_forward, rng):
+    one = _one_to_one(rng)
+    n, m = _size(rng, 2, 4), _size(rng, 2, 4)
+    weight = torch.randn(m, n, generator=rng)
+
+    def f(t):
+        return torch.tanh(weight @ t) * t.norm()
+
+    k = _size(rng, 2, 4)
+    vs = torch.randn(k, m, generator=rng)
+    vs[_size(rng, 0, k - 1)] = 0.0
+    return {**_prefixed("one input and one output", _products_observations(
+                vjps_from_one_forward, one, torch.randn(1, generator=rng),
+                torch.randn(_size(rng, 1, 3), 1, generator=rng))),
+            **_prefixed("a row of zeros", _products_observations(
+                vjps_from_one_forward, f, torch.randn(n, generator=rng), vs))}
 
 
 @mistake("04-ex4", "Every row is the sum of all the products: .grad accumulates over the "

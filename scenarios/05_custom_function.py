@@ -12,7 +12,7 @@ Each answer is a `torch.autograd.Function` subclass; a scenario receives the cla
 import torch
 from torch.autograd import Function, gradcheck, gradgradcheck
 
-from coursekit.drawing import domain
+from coursekit.drawing import domain, draw, float_lists
 from coursekit.scenarios import (cell_checks, expect_same, expect_tensor, expect_true, mistake,
                                  scenario)
 
@@ -25,7 +25,7 @@ domain("05-ex3", "random inputs, upstream gradients and float bounds, the functi
                  "operations, several calls with bounds of their own, gradcheck")
 domain("05-ex4", "float32 and float64 inputs: first and second derivatives, gradgradcheck, a "
                  "larger expression, an input changed in place, torch.func.grad of grad at "
-                 "random points")
+                 "random points, float32 values up to ±1000 (past 88, where exp overflows)")
 
 
 def _silu_slope(x):
@@ -769,6 +769,21 @@ def softplus_float64(Softplus, rng):
 def softplus_transformed(Softplus, rng):
     points = torch.randn(int(torch.randint(3, 9, (), generator=rng)), generator=rng) * 3
     return _transformed(Softplus, points)
+
+
+@scenario("05-ex4", uses=["Softplus"], rtol=1e-4, atol=1e-6,
+          title="float32 inputs far from zero (|x| up to 1000, where exp(x) overflows): "
+                "value, gradient and second derivative")
+def softplus_extreme(Softplus, rng):
+    """exp(x) overflows float32 past x ≈ 88.7: log(1 + eˣ), eˣ / (1 + eˣ) or a second
+    derivative in a ratio form give inf or NaN there, while softplus, σ and σ(1 − σ) are
+    finite everywhere."""
+    drawn = draw(float_lists(1, 8, 1e3), rng)
+    x = torch.tensor([-1000.0, -100.0, -89.0, 0.0, 89.0, 100.0, 1000.0] + drawn,
+                     requires_grad=True)
+    upstream = torch.randn(x.shape, generator=rng)
+    weight = torch.randn(x.shape, generator=rng)
+    return _twice(Softplus, x, upstream, weight)
 
 
 class _SoftplusSavingX(Function):

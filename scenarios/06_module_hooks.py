@@ -5,11 +5,12 @@ Every model is small and built here, its weights drawn from `rng` (never the Res
 """
 
 import warnings
+from collections import OrderedDict
 
 import torch
 from torch import nn
 
-from coursekit.drawing import domain
+from coursekit.drawing import domain, draw, module_names
 from coursekit.scenarios import (cell_checks, expect_equal, expect_tensor, expect_true, mistake,
                                  scenario)
 
@@ -17,10 +18,12 @@ domain("06-ex1", "nested models with an in-place ReLU after the captured layer, 
                  "that raise before or after the captured layer")
 domain("06-ex2", "models with repeated cells, a shared activation and an unused branch, a flat "
                  "model of one layer, a model with a hook of its own, two models called in two "
-                 "orders")
+                 "orders, modules under any names nested three deep with one module registered "
+                 "under two names")
 domain("06-ex3", "random networks blocked at a middle layer, a network in eval mode, a residual "
                  "block whose gate branch is blocked, a module of two inputs, a first layer "
-                 "whose input needs no gradient")
+                 "whose input needs no gradient, two modules of one network blocked and one "
+                 "block lifted")
 
 
 def _randomise(model, rng, scale=0.5):
@@ -417,6 +420,23 @@ def count_in_two_orders(count_calls, rng):
     return _two_orders("counts", lambda: call(0), lambda: call(1))
 
 
+@scenario("06-ex2", uses=["count_calls"],
+          title="modules under any names, nested three deep, one module registered under two "
+                "names")
+def count_drawn_names(count_calls, rng):
+    """named_modules() lists a module registered under two names once, under the first name
+    it meets: the shared activation runs twice and is counted twice, under that name."""
+    top, shared_name, outer, inner, first, second, last = draw(module_names(7, 1, 16), rng)
+    width = _size(rng, 2, 4)
+    shared = nn.Tanh()
+    block = nn.Sequential(OrderedDict([(first, nn.Linear(width, width)), (second, shared)]))
+    middle = nn.Sequential(OrderedDict([(inner, block), (last, nn.Linear(width, width))]))
+    model = _randomise(nn.Sequential(OrderedDict([(top, nn.Linear(width, width)),
+                                                  (shared_name, shared), (outer, middle)])), rng)
+    return _count_twice(count_calls, model,
+                        torch.randn(_size(rng, 1, 3), width, generator=rng))
+
+
 @mistake("06-ex2", "Nested modules are missing: named_children() lists only the direct children. "
                    "Use named_modules() and leave out the model itself (name '').",
          replaces="count_calls")
@@ -732,3 +752,29 @@ def block_returns_no_handle(module):
     module.register_full_backward_hook(
         lambda module, grad_input, grad_output: tuple(
             None if g is None else torch.zeros_like(g) for g in grad_input))
+
+
+@scenario("06-ex3", uses=["block_gradient"],
+          title="two modules of one network blocked, then the block on one lifted")
+def block_two_then_lift_one(block_gradient, rng):
+    """Each call adds a block of its own: the second neither lifts nor replaces the first, and
+    lifting one (its handle's remove()) leaves the other in place."""
+    a, b = _size(rng, 2, 5), _size(rng, 2, 6)
+    net = _randomise(nn.Sequential(nn.Linear(a, b), nn.Tanh(), nn.Linear(b, b), nn.Tanh(),
+                                   nn.Linear(b, 1)), rng)
+    x = torch.randn(_size(rng, 1, 4), a, generator=rng, requires_grad=True)
+    block_gradient(net[1])
+    second = block_gradient(net[3])
+    net(x).pow(2).sum().backward()
+    observed = {"x.grad with net[1] and net[3] blocked": x.grad,
+                "net[4].weight.grad with net[1] and net[3] blocked": net[4].weight.grad}
+    if hasattr(second, "remove"):
+        second.remove()
+        x.grad = None
+        net.zero_grad()
+        net(x).pow(2).sum().backward()
+        observed["x.grad after the block on net[3] was lifted (net[1] still blocked)"] = x.grad
+        observed["net[2].weight.grad after the block on net[3] was lifted"] = \
+            net[2].weight.grad
+    return observed
+

@@ -20,7 +20,8 @@ from nbformat import from_dict
 
 from autograder.release import lessons
 from autograder.trusted.domains import add_domain_line, declared
-from coursekit.drawing import GRADED_ON, domain, domains, draw, float_lists, names
+from coursekit.drawing import (GRADED_ON, domain, domains, draw, float_lists, module_names,
+                               names)
 from coursekit.scenarios import generator
 
 import scenario_support as support
@@ -100,6 +101,23 @@ def test_draws_depend_on_the_seed_only_and_cover_the_domain():
     labels = [draw(names(1, 16), generator(seed)) for seed in range(40)]
     assert all(label.isidentifier() for label in labels)
     assert len(set(labels)) > 20 and not all(label.startswith("fc") for label in labels)
+
+
+def test_drawn_module_names_are_names_a_submodule_can_have():
+    """Names a model's submodules are registered under: distinct, any identifier, none that a
+    module already has as an attribute (add_module refuses 'eval', 'forward', 'training')."""
+    from collections import OrderedDict
+
+    from torch import nn
+
+    drawn = [draw(module_names(6, 1, 16), generator(seed)) for seed in range(60)]
+    assert drawn == [draw(module_names(6, 1, 16), generator(seed)) for seed in range(60)]
+    for labels in drawn:
+        assert len(set(labels)) == 6
+        nn.Sequential(OrderedDict((label, nn.Identity()) for label in labels))
+    assert len({label for labels in drawn for label in labels}) > 200
+    taken = set(dir(nn.Sequential()))
+    assert not taken & {label for labels in drawn for label in labels}
 
 
 def test_a_draw_is_the_same_in_another_process_and_writes_nothing(tmp_path):

@@ -9,8 +9,8 @@ VARIANTS = [
     # ------------------------------------------------------------ 01-ex1 leaf_gradients
     dict(exercise="01-ex1", name="swapped", expect="fail", mistake="swapped", source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     s = ((p * q) ** 2 + p).sum()
     s.backward()
     return q.grad, p.grad
@@ -18,24 +18,24 @@ def leaf_gradients(p_values, q_values):
     dict(exercise="01-ex1", name="forgets-plus-p", expect="fail", mistake="`+ p` term",
          source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     r = p * q
     (r ** 2).sum().backward()
     return p.grad, q.grad
 '''),
     dict(exercise="01-ex1", name="mean-not-sum", cell="s is a mean, not a sum", expect="fail", mistake="not a mean", source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     ((p * q) ** 2 + p).mean().backward()
     return p.grad, q.grad
 '''),
     dict(exercise="01-ex1", name="by-hand", expect="fail", mistake="worked out by hand",
          source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values)
-    q = torch.tensor(q_values)
+    p = torch.tensor(p_values, dtype=torch.float32)
+    q = torch.tensor(q_values, dtype=torch.float32)
     return 2 * p * q ** 2 + 1, 2 * p ** 2 * q
 '''),
     dict(exercise="01-ex1", name="float64-then-converted", expect="fail",
@@ -54,8 +54,8 @@ def leaf_gradients(p_values, q_values):
     dict(exercise="01-ex1", name="returns-leaves", expect="fail", mistake="leaves p and q",
          source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     ((p * q) ** 2 + p).sum().backward()
     return p, q
 '''),
@@ -69,7 +69,7 @@ def leaf_gradients(p_values, q_values):
 '''),
     dict(exercise="01-ex1", name="autograd-backward", expect="pass", mistake=None, source='''
 def leaf_gradients(p_values, q_values):
-    p, q = (torch.tensor(v).requires_grad_() for v in (p_values, q_values))
+    p, q = (torch.tensor(v).float().requires_grad_() for v in (p_values, q_values))
     r = p * q
     torch.autograd.backward((r * r).sum() + p.sum())
     return (p.grad, q.grad)
@@ -179,7 +179,7 @@ def freeze(model, module_name):
     model.get_submodule(module_name).requires_grad_(False)
     return [n for n, p in model.named_parameters() if not p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="prefix-without-dot", expect="fail",
+    dict(exercise="01-ex3", name="prefix-without-dot", drawn="layer names", expect="fail",
          mistake="starts with the same letters", source='''
 def freeze(model, module_name):
     for name, p in model.named_parameters():
@@ -187,7 +187,7 @@ def freeze(model, module_name):
             p.requires_grad = False
     return [n for n, p in model.named_parameters() if p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="getattr", expect="fail", mistake="get_submodule", source='''
+    dict(exercise="01-ex3", name="getattr", drawn="nested modules", expect="fail", mistake="get_submodule", source='''
 def freeze(model, module_name):
     getattr(model, module_name).requires_grad_(False)
     return [n for n, p in model.named_parameters() if p.requires_grad]
@@ -274,16 +274,16 @@ def sgd_step_(w, lr):
     dict(exercise="01-ex1", name="p-without-requires-grad", expect="fail", mistake=None,
          relation="None", source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     ((p * q) ** 2 + p).sum().backward()
     return p.grad, q.grad
 '''),
     dict(exercise="01-ex1", name="backward-twice", expect="fail", mistake=None,
          relation="×2", source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     s = ((p * q) ** 2 + p).sum()
     s.backward(retain_graph=True)
     s.backward()
@@ -292,16 +292,16 @@ def leaf_gradients(p_values, q_values):
     dict(exercise="01-ex1", name="returns-lists", expect="fail", mistake=None,
          relation="a list where a tensor", source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     ((p * q) ** 2 + p).sum().backward()
     return p.grad.tolist(), q.grad.tolist()
 '''),
     dict(exercise="01-ex1", name="grad-of-intermediate", expect="fail", mistake=None,
          relation="None where a float32 tensor", source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values, requires_grad=True)
-    q = torch.tensor(q_values, requires_grad=True)
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
     r = p * q
     s = (r ** 2 + p).sum()
     s.backward()
@@ -357,14 +357,14 @@ def leaves_receiving_grad(output, named):
             todo += [child for child, _ in node.next_functions]
     return sorted(n for n, t in named.items() if id(t) in ids)
 '''),
-    dict(exercise="01-ex3", name="recurse-false", expect="fail", mistake="recurse=False",
+    dict(exercise="01-ex3", name="recurse-false", drawn="nested modules", expect="fail", mistake="recurse=False",
          source='''
 def freeze(model, module_name):
     for p in model.get_submodule(module_name).parameters(recurse=False):
         p.requires_grad = False
     return [n for n, p in model.named_parameters() if p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="children-only", expect="fail", mistake=None,
+    dict(exercise="01-ex3", name="children-only", drawn="nested modules", expect="fail", mistake=None,
          relation="is True, not False", source='''
 def freeze(model, module_name):
     for child in model.get_submodule(module_name).children():
@@ -406,8 +406,8 @@ def sgd_step_(w, lr):
     # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
     dict(exercise="01-ex1", name="requires-grad-in-place", expect="pass", mistake=None, source='''
 def leaf_gradients(p_values, q_values):
-    p = torch.tensor(p_values).requires_grad_()
-    q = torch.tensor(q_values).requires_grad_()
+    p = torch.as_tensor(p_values, dtype=torch.float32).requires_grad_()
+    q = torch.as_tensor(q_values, dtype=torch.float32).requires_grad_()
     torch.sum((p * q) ** 2 + p).backward()
     return p.grad, q.grad
 '''),
@@ -426,14 +426,14 @@ def leaves_receiving_grad(output, named):
     return sorted(name for name, t in named.items() if any(t is leaf for leaf in found))
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
-    dict(exercise="01-ex3", name="toggles-requires-grad", expect="fail", mistake=None,
+    dict(exercise="01-ex3", name="toggles-requires-grad", drawn="freezing twice", expect="fail", mistake=None,
          relation="is True, not False", source='''
 def freeze(model, module_name):
     for p in model.get_submodule(module_name).parameters():
         p.requires_grad_(not p.requires_grad)
     return [name for name, p in model.named_parameters() if p.requires_grad]
 '''),
-    dict(exercise="01-ex3", name="frozen-names-kept-between-models", expect="fail", mistake=None,
+    dict(exercise="01-ex3", name="frozen-names-kept-between-models", drawn="second instance", expect="fail", mistake=None,
          relation="is False, not True", source='''
 FROZEN = set()
 
@@ -451,6 +451,66 @@ def freeze(model, module_name):
 def sgd_step_(w, lr):
     with torch.no_grad():
         w -= lr * w.grad.abs()
+    w.grad = None
+'''),
+    # ------------------------------------- issue 32, item 3: inputs from the whole domain
+    # "Float tensors from the given lists": a caller may pass whole numbers as Python ints, and
+    # torch.tensor([2, 0, -1]) is an integer tensor, which cannot require grad.
+    dict(exercise="01-ex1", name="integer-tensors-from-integer-lists", expect="fail",
+         mistake=None, relation="right on the test cell's example", drawn="integer lists",
+         source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, requires_grad=True)
+    q = torch.tensor(q_values, requires_grad=True)
+    ((p * q) ** 2 + p).sum().backward()
+    return p.grad, q.grad
+'''),
+    dict(exercise="01-ex1", name="squeezed-results", expect="fail", mistake=None,
+         relation="a dimension of size 1 added or missing", drawn="batch of one", source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
+    ((p * q) ** 2 + p).sum().backward()
+    return p.grad.squeeze(), q.grad.squeeze()
+'''),
+    dict(exercise="01-ex1", name="floats-made-from-each-entry", expect="pass", mistake=None,
+         drawn="integer lists", source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor([float(v) for v in p_values], requires_grad=True)
+    q = torch.tensor([float(v) for v in q_values], requires_grad=True)
+    ((p * q) ** 2 + p).sum().backward()
+    return p.grad, q.grad
+'''),
+    # A module named like the frozen one, deeper in the model: full names end the same.
+    dict(exercise="01-ex3", name="every-module-whose-name-ends-the-same", expect="fail",
+         mistake=None, relation="is False, not True", drawn="layer names", source='''
+def freeze(model, module_name):
+    for name, module in model.named_modules():
+        if name == module_name or name.endswith("." + module_name):
+            module.requires_grad_(False)
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+'''),
+    # A w of any shape, a single number too: slicing and len() need a dimension.
+    dict(exercise="01-ex4", name="slice-assignment", expect="fail", mistake=None,
+         relation="right on the test cell's example", drawn="other shapes", source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w[:] = w - lr * w.grad
+    w.grad = None
+'''),
+    dict(exercise="01-ex4", name="entry-by-entry", expect="fail", mistake=None,
+         relation="right on the test cell's example", drawn="other shapes", source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        for i in range(len(w)):
+            w[i] -= lr * w.grad[i]
+    w.grad = None
+'''),
+    dict(exercise="01-ex4", name="ellipsis-assignment", expect="pass", mistake=None,
+         drawn="other shapes", source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w[...] = w - lr * w.grad
     w.grad = None
 '''),
 ]

@@ -44,7 +44,7 @@ def vector_jacobian_product(f, x, v):
 def vector_jacobian_product(f, x, v):
     return v @ jacrev(f)(x)
 '''),
-    dict(exercise="04-ex1", name="requires-grad-on-x", expect="fail", mistake="x was changed",
+    dict(exercise="04-ex1", name="requires-grad-on-x", drawn="caller's tensors unchanged", expect="fail", mistake="x was changed",
          source='''
 def vector_jacobian_product(f, x, v):
     x.requires_grad_(True)
@@ -84,7 +84,7 @@ def jacobian_row(f, x, i):
     out.backward(torch.ones_like(out))
     return leaf.grad
 '''),
-    dict(exercise="04-ex2", name="accumulates-into-x-grad", expect="fail",
+    dict(exercise="04-ex2", name="accumulates-into-x-grad", drawn="caller's tensors unchanged", expect="fail",
          mistake="accumulates", source='''
 def jacobian_row(f, x, i):
     x.requires_grad_()
@@ -404,7 +404,7 @@ def jacobian_column(f, x, j):
     return jvp(f, (x,), (u,))[1]
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
-    dict(exercise="04-ex2", name="uses-the-caller-s-x", expect="fail", mistake="added together", source='''
+    dict(exercise="04-ex2", name="uses-the-caller-s-x", drawn="caller's tensors unchanged", expect="fail", mistake="added together", source='''
 def jacobian_row(f, x, i):
     x.requires_grad_(True)
     y = f(x)
@@ -412,5 +412,56 @@ def jacobian_row(f, x, i):
     v[i] = 1.0
     y.backward(v)
     return x.grad
+'''),
+    # ------------------------------------- issue 32, item 3: inputs from the whole domain
+    # One input (or one output): squeeze() drops the one dimension the result must keep.
+    dict(exercise="04-ex1", name="squeezed-product", expect="fail", mistake=None,
+         relation="a dimension of size 1 added or missing", drawn="batch of one", source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.detach().clone().requires_grad_()
+    f(leaf).backward(v)
+    return leaf.grad.squeeze()
+'''),
+    # An x of 2 dimensions: the result has the shape of x.
+    dict(exercise="04-ex1", name="flattens-x", expect="fail", mistake=None,
+         relation="laid out in another shape", drawn="other shapes", source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.detach().clone().view(-1).requires_grad_()
+    f(leaf.view(x.shape)).backward(v)
+    return leaf.grad
+'''),
+    dict(exercise="04-ex1", name="dot-then-backward", expect="pass", mistake=None,
+         drawn="other shapes", source='''
+def vector_jacobian_product(f, x, v):
+    leaf = x.detach().clone().requires_grad_()
+    torch.dot(f(leaf), v).backward()
+    return leaf.grad
+'''),
+    dict(exercise="04-ex2", name="squeezed-row", expect="fail", mistake=None,
+         relation="a dimension of size 1 added or missing", drawn="batch of one", source='''
+def jacobian_row(f, x, i):
+    leaf = x.detach().clone().requires_grad_()
+    output = f(leaf)
+    output.backward(torch.nn.functional.one_hot(torch.tensor(i), output.numel()).to(output.dtype))
+    return leaf.grad.squeeze()
+'''),
+    dict(exercise="04-ex2", name="backward-from-one-output", expect="pass", mistake=None,
+         drawn="batch of one", source='''
+def jacobian_row(f, x, i):
+    leaf = x.detach().clone().requires_grad_()
+    f(leaf)[i].backward()
+    return leaf.grad
+'''),
+    dict(exercise="04-ex3", name="squeezed-column", expect="fail", mistake=None,
+         relation="a dimension of size 1 added or missing", drawn="batch of one", source='''
+def jacobian_column(f, x, j):
+    u = torch.zeros_like(x)
+    u[j] = 1.0
+    return jvp(f, (x,), (u,))[1].squeeze()
+'''),
+    dict(exercise="04-ex3", name="row-of-the-identity-as-tangent", expect="pass", mistake=None,
+         drawn="batch of one", source='''
+def jacobian_column(f, x, j):
+    return torch.func.jvp(f, (x,), (torch.eye(x.numel())[j],))[1]
 '''),
 ]

@@ -48,7 +48,7 @@ class SiLU(Function):
         s = torch.sigmoid(x)
         return grad_output * s * (1 - s)
 '''),
-    dict(exercise="05-ex1", name="ctx-attribute", expect="fail", mistake="ctx attribute",
+    dict(exercise="05-ex1", name="ctx-attribute", drawn="ctx attributes", expect="fail", mistake="ctx attribute",
          source='''
 class SiLU(Function):
     @staticmethod
@@ -109,7 +109,7 @@ class SiLU(Function):
         sig = x.sigmoid()
         return grad_output * sig * (1 + x * (1 - sig))
 '''),
-    dict(exercise="05-ex1", name="multiplies-grad-output-in-place", expect="fail", mistake="in place", source='''
+    dict(exercise="05-ex1", name="multiplies-grad-output-in-place", drawn="caller's tensors unchanged", expect="fail", mistake="in place", source='''
 class SiLU(Function):
     @staticmethod
     def forward(ctx, x):
@@ -123,7 +123,7 @@ class SiLU(Function):
         grad_output *= s * (1 + x * (1 - s))
         return grad_output
 '''),
-    dict(exercise="05-ex1", name="ctx-clone", expect="fail", mistake="copied into a ctx attribute", source='''
+    dict(exercise="05-ex1", name="ctx-clone", drawn="ctx attributes", expect="fail", mistake="copied into a ctx attribute", source='''
 class SiLU(Function):
     @staticmethod
     def forward(ctx, x):
@@ -136,7 +136,7 @@ class SiLU(Function):
         s = torch.sigmoid(x)
         return grad_output * (s + x * s * (1 - s))
 '''),
-    dict(exercise="05-ex1", name="numpy-backward-from-a-copy", expect="fail", mistake="copied into a ctx attribute", source='''
+    dict(exercise="05-ex1", name="numpy-backward-from-a-copy", drawn="ctx attributes", expect="fail", mistake="copied into a ctx attribute", source='''
 import numpy as np
 
 class SiLU(Function):
@@ -256,7 +256,7 @@ class SignSTE(Function):
     def backward(ctx, grad_output):
         return torch.where(grad_output.abs() <= 1, grad_output, 0.)
 '''),
-    dict(exercise="05-ex2", name="masks-in-place", expect="fail", mistake="in place", source='''
+    dict(exercise="05-ex2", name="masks-in-place", drawn="caller's tensors unchanged", expect="fail", mistake="in place", source='''
 class SignSTE(Function):
     @staticmethod
     def forward(ctx, x):
@@ -390,7 +390,7 @@ class ClipGradient(Function):
     def backward(ctx, grad_output):
         return torch.minimum(grad_output, torch.tensor(ctx.bound)), None
 '''),
-    dict(exercise="05-ex3", name="clamp-in-place", expect="fail", mistake="in place",
+    dict(exercise="05-ex3", name="clamp-in-place", drawn="caller's tensors unchanged", expect="fail", mistake="in place",
          source='''
 class ClipGradient(Function):
     @staticmethod
@@ -453,7 +453,7 @@ class ClipGradient(Function):
         clipped = torch.where(grad_output > b, b, grad_output)
         return torch.where(clipped < -b, -b, clipped), None
 '''),
-    dict(exercise="05-ex3", name="bound-on-the-class", expect="fail", mistake="stored on the class", source='''
+    dict(exercise="05-ex3", name="bound-on-the-class", drawn="second instance", expect="fail", mistake="stored on the class", source='''
 class ClipGradient(Function):
     bound = None
 
@@ -611,7 +611,7 @@ class Softplus(Function):
         (x,) = ctx.saved_tensors
         return grad_output * torch.sigmoid(x)
 '''),
-    dict(exercise="05-ex4", name="ctx-attribute", expect="fail", mistake='ctx attribute',
+    dict(exercise="05-ex4", name="ctx-attribute", drawn="ctx attributes", expect="fail", mistake='ctx attribute',
          source='''
 class Softplus(Function):
     @staticmethod
@@ -708,7 +708,7 @@ class Softplus(Function):
     @staticmethod
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
-        return grad_output / (1 + torch.exp(-x))
+        return grad_output * torch.exp(-torch.nn.functional.softplus(-x))  # sigma(x), finite
 '''),
     # ---------------------------------------------- more valid alternatives (issue 32: 3 or more)
     dict(exercise="05-ex2", name="masked-fill-in-backward", expect="pass", mistake=None,
@@ -754,7 +754,7 @@ class ClipGradient(Function):
     # ------------------------------------- issue 32, item 3: inputs from the whole domain
     # σ′ in its ratio form e^-x / (1 + e^-x)²: right wherever exp(-x) is finite, NaN for
     # x < -88 in float32 (inf / inf), which the task allows.
-    dict(exercise="05-ex1", name="ratio-form-of-the-sigmoid-derivative", expect="fail",
+    dict(exercise="05-ex1", name="ratio-form-of-the-sigmoid-derivative", drawn="extreme magnitudes", expect="fail",
          mistake=None, source='''
 class SiLU(Function):
     @staticmethod
@@ -767,5 +767,73 @@ class SiLU(Function):
         (x,) = ctx.saved_tensors
         e = torch.exp(-x)
         return grad_output * (1 / (1 + e) + x * e / (1 + e) ** 2)
+'''),
+    # softplus and its derivatives far from zero: exp(x) overflows float32 past x ≈ 88.7.
+    dict(exercise="05-ex4", name="log-of-one-plus-exp", expect="fail", mistake=None,
+         relation="Softplus forward holds inf", drawn="extreme magnitudes", source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.log(1 + torch.exp(x))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+'''),
+    dict(exercise="05-ex4", name="sigmoid-as-an-exp-ratio", expect="fail", mistake=None,
+         relation="x.grad holds NaN", drawn="extreme magnitudes", source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.exp(x) / (1 + torch.exp(x))
+'''),
+    # right first derivative, but autograd's derivative of 1 / (1 + e^-x) is e^-x / (1 + e^-x)²,
+    # inf / inf = NaN for x < -88
+    dict(exercise="05-ex4", name="second-derivative-as-a-ratio", expect="fail", mistake=None,
+         relation="d((x.grad * w).sum())/dx holds NaN", drawn="extreme magnitudes",
+         source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output / (1 + torch.exp(-x))
+'''),
+    dict(exercise="05-ex4", name="forward-cut-at-twenty", expect="pass", mistake=None,
+         drawn="extreme magnitudes", source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.where(x > 20, x, torch.log1p(torch.exp(x.clamp(max=20))))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
 '''),
 ]

@@ -119,7 +119,7 @@ def capture_activation(model, layer, x):
     return store["value"]
 '''),
     # ------------------------------------------------------------------ 06-ex2
-    dict(exercise="06-ex2", name="named-children", expect="fail", mistake="named_children",
+    dict(exercise="06-ex2", name="named-children", drawn="nested modules", expect="fail", mistake="named_children",
          source='''
 def count_calls(model, x):
     counts = {name: 0 for name, _ in model.named_children()}
@@ -257,7 +257,7 @@ def count_calls(model, x):
 '''),
     # Keeps its counts in a module-level dict across calls, hooks removed: the test cell told it
     # to remove its hooks, a mistake it did not make; it now says where the counts must start.
-    dict(exercise="06-ex2", name="module-level-counts-kept-across-calls", expect="fail",
+    dict(exercise="06-ex2", name="module-level-counts-kept-across-calls", drawn="second instance", expect="fail",
          mistake=None, cell="each call must count from zero", source='''
 from collections import defaultdict
 _COUNTS = defaultdict(int)
@@ -281,7 +281,7 @@ def block_gradient(module):
         grad_input = tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
     return module.register_full_backward_hook(hook)
 '''),
-    dict(exercise="06-ex3", name="zeroes-in-place", expect="fail", mistake="in place",
+    dict(exercise="06-ex3", name="zeroes-in-place", drawn="upstream gradient after a hook", expect="fail", mistake="in place",
          source='''
 def block_gradient(module):
     def hook(module, grad_input, grad_output):
@@ -304,7 +304,7 @@ def block_gradient(module):
         return tuple(torch.zeros_like(g) for g in grad_output)
     return module.register_full_backward_pre_hook(hook)
 '''),
-    dict(exercise="06-ex3", name="zeros-for-none", expect="fail", mistake="Keep None entries",
+    dict(exercise="06-ex3", name="zeros-for-none", drawn="upstream gradient after a hook", expect="fail", mistake="Keep None entries",
          source='''
 def block_gradient(module):
     def hook(module, grad_input, grad_output):
@@ -408,7 +408,7 @@ def count_calls(model, x):
         module._forward_hooks.clear()
     return counts
 '''),
-    dict(exercise="06-ex2", name="counts-made-once", expect="fail", mistake=None,
+    dict(exercise="06-ex2", name="counts-made-once", drawn="second instance", expect="fail", mistake=None,
          relation="depends on the order of calls", source='''
 COUNTS = {}
 
@@ -462,7 +462,7 @@ def block_gradient(module):
         lambda module, grad_input, grad_output: tuple(map(zeros, grad_input)))
 '''),
     # ---------------------------------------------- more wrong answers (issue 32: 10 or more)
-    dict(exercise="06-ex1", name="finds-the-layer-among-direct-children", expect="fail", mistake=None,
+    dict(exercise="06-ex1", name="finds-the-layer-among-direct-children", drawn="nested modules", expect="fail", mistake=None,
          relation="is None where a float32 tensor was expected", source='''
 def capture_activation(model, layer, x):
     captured = {}
@@ -506,5 +506,87 @@ def count_calls(model, x):
     for module in model.modules():
         module._forward_hooks.clear()
     return counts
+'''),
+    # ------------------------------------- issue 32, item 3: inputs from the whole domain
+    # Names as named_modules() gives them: a module registered under two names is listed once,
+    # under the first; a walk of named_children() lists it twice and hooks it twice.
+    dict(exercise="06-ex2", name="names-built-by-recursion", expect="fail", mistake=None,
+         relation="holds the expected entries, and more", drawn="nested modules", source='''
+def count_calls(model, x):
+    counts, handles = {}, []
+
+    def visit(module, prefix):
+        for name, child in module.named_children():
+            full = prefix + name
+            counts[full] = 0
+            def hook(m, args, output, full=full):
+                counts[full] += 1
+            handles.append(child.register_forward_hook(hook))
+            visit(child, full + ".")
+
+    visit(model, "")
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return counts
+'''),
+    dict(exercise="06-ex2", name="name-of-each-module-looked-up", expect="fail", mistake=None,
+         relation="right on the test cell's example", drawn="nested modules", source='''
+def count_calls(model, x):
+    names = {module: name for name, module in model.named_modules(remove_duplicate=False) if name}
+    counts = {name: 0 for name in names.values()}
+    def hook(module, args, output):
+        counts[names[module]] += 1
+    handles = [m.register_forward_hook(hook) for m in names]
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return counts
+'''),
+    dict(exercise="06-ex2", name="pre-hooks-keyed-by-module", expect="pass", mistake=None,
+         drawn="nested modules", source='''
+def count_calls(model, x):
+    named = [(name, m) for name, m in model.named_modules() if name]
+    seen = {id(m): 0 for _, m in named}
+    def hook(module, args):
+        seen[id(module)] += 1
+    handles = [m.register_forward_pre_hook(hook) for _, m in named]
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return {name: seen[id(m)] for name, m in named}
+'''),
+    # A second block in the same network: each call adds a block of its own.
+    dict(exercise="06-ex3", name="one-block-at-a-time", expect="fail", mistake=None,
+         relation="should be all zeros", drawn="second instance", source='''
+_BLOCKS = []
+
+def block_gradient(module):
+    while _BLOCKS:
+        _BLOCKS.pop().remove()
+
+    def hook(module, grad_input, grad_output):
+        return tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
+
+    handle = module.register_full_backward_hook(hook)
+    _BLOCKS.append(handle)
+    return handle
+'''),
+    dict(exercise="06-ex3", name="handles-kept-in-a-list", expect="pass", mistake=None,
+         drawn="second instance", source='''
+_BLOCKS = []
+
+def block_gradient(module):
+    def hook(module, grad_input, grad_output):
+        return tuple(None if g is None else g.new_zeros(g.shape) for g in grad_input)
+
+    _BLOCKS.append(module.register_full_backward_hook(hook))
+    return _BLOCKS[-1]
 '''),
 ]
