@@ -235,7 +235,8 @@ def expect_tensor(key: str, *, name: str = "", mistakes: dict | None = None, hin
                   read: Callable[[dict], Any] | None = None, rtol: float = DEFAULT_RTOL,
                   atol: float = DEFAULT_ATOL) -> CellCheck:
     """The cell's `check_tensor(name, ..., mistakes=..., hint=...)` on observation `key` (or on
-    what `read` makes of the observations)."""
+    what `read` makes of the observations). A mistake's value may be a function of the
+    reference's observations, where the cell computes it from the example's own values."""
     return CellCheck("tensor", key, name or key, hint, tuple((mistakes or {}).items()),
                      read=read, rtol=rtol, atol=atol)
 

@@ -229,15 +229,6 @@ CELL_WORDS_NOT_YET = {
                    "smallest-norm", "sorted-names", "weight-gradients"},
     "07-ex3": {"grad-kept", "grad-zeroed", "rebinds-param", "returns-no-handles", "sgd-objects",
                    "tensor-hooks", "weights-only"},
-    "08-ex1": {"children-only", "grad-enabled-dedupe", "late-binding", "no-handles",
-                   "no-requires-grad-test", "rms-appended-in-forward", "scale-read-once",
-                   "scaled-norms", "weight-gradients"},
-    "08-ex3": {"divides-twice", "norm-after-average", "norm-after-division", "norm-as-tensor",
-                   "overwrites-norms", "rank-zero-only", "returns-none", "returns-the-tensor",
-                   "summed"},
-    "08-ex2": {"any-not-all", "forward-only", "grad-output", "hooks-left", "isinf-only",
-                   "isnan-only", "last-found", "linear-layers-only", "loss-only", "no-zero-grad",
-                   "old-backward-hook", "steps-from-one"},
 }
 
 # Where the cell quotes the answer's own values (their repr), the page, which echoes nothing an

@@ -674,6 +674,19 @@ def test_the_first_failing_check_of_the_cell_says_its_message():
     assert check.said == "x.grad is halved: use .sum()"
 
 
+def test_a_cell_mistake_made_from_the_references_observations_is_named():
+    """A test cell that computes a mistake's value from its example (twice the expected
+    gradient) declares it as a function of the reference's observations."""
+    from autograder.trusted.said import cell_says
+    from coursekit.scenarios import expect_tensor
+    scenario = _cell_scenario(expect_tensor("x.grad", mistakes={
+        "x.grad is doubled: backward ran twice": lambda seen: 2 * seen["x.grad"]}))
+    doubled = read_outcome({"observations": {"x.grad": T(6.0, 24.0), "label": "ok"}})
+    assert cell_says(scenario, _reference(), doubled) == "x.grad is doubled: backward ran twice"
+    other = read_outcome({"observations": {"x.grad": T(1.0, 24.0), "label": "ok"}})
+    assert cell_says(scenario, _reference(), other) is None
+
+
 def test_the_cell_says_nothing_where_its_check_cannot_read_the_report():
     from autograder.trusted.said import cell_says
     from coursekit.scenarios import expect_true

@@ -88,6 +88,10 @@ def _said(check: CellCheck, found: dict, expected: dict):
         if check.condition(found):
             return None
         return _text(check.message, found), False
+    # a mistake's value may be a function of the reference's observations (what a wrong answer
+    # gives on this example, made from what the reference reported of it)
+    mistakes = {message: wrong(expected) if callable(wrong) else wrong
+                for message, wrong in check.mistakes}
     if check.read is not None:
         found, expected = {check.key: check.read(found)}, {check.key: check.read(expected)}
     if check.key not in found or check.key not in expected:
@@ -95,7 +99,7 @@ def _said(check: CellCheck, found: dict, expected: dict):
     value, hint = found[check.key], _text(check.message, found)
     if check.kind == "tensor":
         return tensor_said(check.name, value, expected[check.key], rtol=check.rtol,
-                           atol=check.atol, mistakes=dict(check.mistakes), hint=hint)
+                           atol=check.atol, mistakes=mistakes, hint=hint)
     if check.kind == "equal":
         return equal_said(check.name, value, expected[check.key], hint=hint)
     if check.kind == "none":

@@ -101,7 +101,7 @@ VARIANTS = [
     dict(exercise="08-ex1", name="children-only", expect="fail", mistake=None,
          source=_monitor(modules="named_children()")),
     dict(exercise="08-ex1", name="no-requires-grad-test", expect="fail", mistake=None,
-         relation="right on the test cell's example, wrong on these inputs",
+         relation="one step through a reentrant checkpoint ran is False, not True",
          source=_monitor(guard="pass")),
     dict(exercise="08-ex1", name="mean-square-not-rms", expect="fail", mistake="mean square",
          source=_monitor(rms="output.detach().pow(2).mean()")),
@@ -127,6 +127,10 @@ def attach_grad_monitor(model, scaler):
                     grad.norm() / scaler.get_scale())))
     return history, handles
 '''),
+    # a Linear found by its weight: a LayerNorm has one too
+    dict(exercise="08-ex1", name="modules-with-weight", expect="fail", mistake=None,
+         source=_monitor().replace("not isinstance(module, nn.Linear)",
+                                   "not hasattr(module, 'weight')")),
     dict(exercise="08-ex1", name="pending-flag-and-floats", expect="pass", source='''
 def attach_grad_monitor(model, scaler):
     history, pending, handles = {}, {}, []
@@ -180,6 +184,9 @@ def attach_grad_monitor(model, scaler):
          relation="half the expected values", source=_bucket_hook(
              result="work.get_future().then(\n"
                     "        lambda future: future.value()[0] / dist.get_world_size())")),
+    # two processes in the test cell, any number in a real run
+    dict(exercise="08-ex3", name="divides-by-two", expect="fail", mistake=None,
+         source=_bucket_hook().replace("dist.get_world_size()", "2")),
     dict(exercise="08-ex3", name="divide-in-then", expect="pass", source='''
 def bucket_norm_hook(state, bucket):
     state["norms"].append(float(torch.linalg.vector_norm(bucket.buffer())))
@@ -226,6 +233,11 @@ def first_nonfinite(model, batches, lr):
         optimizer.step()
     return None
 '''),
+    # the sum (or the norm) of huge finite values overflows where no entry does
+    dict(exercise="08-ex2", name="isfinite-of-the-sum", expect="fail", mistake=None,
+         source=_hunter(bad="not torch.isfinite(t.sum())")),
+    dict(exercise="08-ex2", name="isfinite-of-the-norm", expect="fail", mistake=None,
+         source=_hunter(bad="not torch.isfinite(t.norm())")),
     dict(exercise="08-ex2", name="nan-or-inf", expect="pass",
          source=_hunter(bad="bool(torch.isnan(t).any() or torch.isinf(t).any())")),
     dict(exercise="08-ex2", name="watch-class", expect="pass", source='''
