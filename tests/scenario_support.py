@@ -212,14 +212,6 @@ def normalised(text: str) -> str:
 # lessons 04-08). Each is expected to fail (strict): once its lesson declares its cell
 # checks, it passes, and must leave this list.
 CELL_WORDS_NOT_YET = {
-    "07-ex1": {"autograd-grad-on-kept-outputs", "backward-order", "difference-not-ratio",
-                   "forward-hook-returns-a-detached-output",
-                   "hooks-left", "lambda-forward-hook-returns-a-handle", "late-binding-closure",
-                   "max-ratio", "names-next-layer", "norms-as-tensors", "ratio-inverted",
-                   "retain-grad", "returns-the-ratio", "reversed-as-backward-order",
-                   "smallest-norm", "sorted-names", "weight-gradients"},
-    "07-ex3": {"grad-kept", "grad-zeroed", "rebinds-param", "returns-no-handles", "sgd-objects",
-                   "tensor-hooks", "weights-only"},
     "08-ex1": {"children-only", "grad-enabled-dedupe", "late-binding", "no-handles",
                    "no-requires-grad-test", "rms-appended-in-forward", "scale-read-once",
                    "scaled-norms", "weight-gradients"},
@@ -252,7 +244,6 @@ CELL_WORDS_GAPS = {
         "the cell catches the answer's TypeError and quotes it in its own sentence; the page "
         "quotes the same torch message as the exception the answer raised",
     ("06-ex3", "zeros-for-none"): "as for 05-ex4 saves-the-inputs-tuple",
-    ("07-ex2", "unpack-keeps-float16"): "as for 04-ex3 row-instead-of-column",
     ("07-ex2", "counts-shared-between-calls"):
         "the visible scenario runs after the cell, whose calls this answer's shared counts "
         "keep: it fails at the first check (counts not zero) and says that check's words, "
