@@ -493,6 +493,9 @@ def _pack_report(pack, unpack, tensor, identity=False):
     return report
 
 
+_SECOND = "counts of a second call, before its forward pass"
+
+
 @scenario("07-ex2", uses=["float16_hooks"], visible=True, title="the example of the test cell",
           tolerance={"the gradient of x": (1e-3, 1e-4), "the gradient of w": (1e-3, 1e-4)})
 def float16_visible_example(float16_hooks, rng):
@@ -507,6 +510,7 @@ def float16_visible_example(float16_hooks, rng):
                          ("a 250-element int64 tensor", torch.arange(250))]:
         observed[name] = _pack_report(pack, unpack, tensor)
     pack, unpack, counts = float16_hooks(min_elements=200)
+    observed[_SECOND] = dict(counts)
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         loss = torch.tanh(x @ w).pow(2).sum()
     observed["counts after the forward pass"] = dict(counts)
@@ -564,6 +568,7 @@ CELL_07_EX2 = cell_checks(
     _stored("a 250-element int64 tensor", "stored dtype", "torch.int64",
             "integer tensors (indices) are stored unchanged: convert only "
             "floating-point tensors"),
+    expect_equal(_SECOND, hint="start each call of float16_hooks with a new dict of zeros"),
     expect_true(lambda seen: seen[_COUNTS]["received"] == 3800, _received_hint),
     expect_true(lambda seen: seen[_COUNTS]["stored"] == 2600,
                 lambda seen: "add tensor_bytes of the tensor pack stores (the float16 copy when "
