@@ -97,7 +97,9 @@ def _profile(output_grad_norms, steepest_drop, model, images, labels, failures=F
     observed["norms"] = {str(name): norm for name, norm in found.items()}
     observed["order of the layers"] = [str(name) for name in found]
     observed["types of the norms"] = sorted({type(norm).__name__ for norm in found.values()})
-    if len(found) >= 2:
+    # steepest_drop's domain: norms it can divide by (a layer whose ReLUs are all dead gets a
+    # zero gradient, and the reference too would divide by zero)
+    if len(found) >= 2 and all(norm != 0 for norm in found.values()):
         observed["steepest_drop(norms)"] = steepest_drop(found)
     return observed
 
