@@ -241,9 +241,11 @@ def expect_tensor(key: str, *, name: str = "", mistakes: dict | None = None, hin
                      read=read, rtol=rtol, atol=atol)
 
 
-def expect_equal(key: str, *, name: str = "", hint: Any = None) -> CellCheck:
-    """The cell's `check_equal(name, ..., hint=...)` on observation `key`."""
-    return CellCheck("equal", key, name or key, hint)
+def expect_equal(key: str, *, name: str = "", hint: Any = None,
+                 read: Callable[[dict], Any] | None = None) -> CellCheck:
+    """The cell's `check_equal(name, ..., hint=...)` on observation `key` (or on what `read`
+    makes of the observations)."""
+    return CellCheck("equal", key, name or key, hint, read=read)
 
 
 def expect_none(key: str, *, name: str = "", hint: Any = None) -> CellCheck:

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from coursekit.drawing import domain, draw, names
-from coursekit.practice import deep_mlp, make_shapes, shape_cnn, tensor_bytes, watch_outputs
+from coursekit.practice import (deep_mlp, make_shapes, replaced_outputs, shape_cnn, tensor_bytes,
+                                watch_outputs)
 from coursekit.scenarios import (cell_checks, count_calls, expect_equal, expect_tensor,
                                  expect_true, mistake, scenario)
 
@@ -54,13 +55,38 @@ def _random_mlp(rng):
 
 # ------------------------------------------------ 07-ex1: output_grad_norms, steepest_drop
 
-def _profile(output_grad_norms, steepest_drop, model, images, labels):
+# What the visible scenario reports when output_grad_norms raised, as its test cell tells it
+_REPLACED = "the output a forward hook's return value replaced, before an error"
+_KEY_ERROR = "the name output_grad_norms raised a KeyError for"
+
+
+def _failure(error, replaced):
+    """The observations of a call that raised `error`: the first child whose output a forward
+    hook replaced (by a handle or by something else), else the name of a KeyError; None when the
+    test cell would let the error through."""
+    if replaced:
+        layer, kind = next(iter(replaced.items()))
+        return {_REPLACED: {"layer": layer, "by a handle": kind == "RemovableHandle"}}
+    if isinstance(error, KeyError):
+        key = error.args[0] if len(error.args) == 1 else None
+        return {_KEY_ERROR: key if isinstance(key, str) else None}
+    return None
+
+
+def _profile(output_grad_norms, steepest_drop, model, images, labels, failures=False):
     """Run output_grad_norms under spies; observe its result, what it kept, and steepest_drop
-    on that result."""
-    with count_calls(torch.Tensor, "retain_grad") as retained, \
-            count_calls(torch.autograd, "grad") as autograd_grad, \
-            watch_outputs(model) as outputs:
-        found = output_grad_norms(model, images, labels)
+    on that result. With `failures`, an error the test cell explains is observed, not raised."""
+    replaced = {}
+    try:
+        with count_calls(torch.Tensor, "retain_grad") as retained, \
+                count_calls(torch.autograd, "grad") as autograd_grad, \
+                watch_outputs(model) as outputs, replaced_outputs(model) as replaced:
+            found = output_grad_norms(model, images, labels)
+    except Exception as error:  # noqa: BLE001 (the errors the test cell explains are observed)
+        failure = _failure(error, replaced) if failures else None
+        if failure is None:
+            raise
+        return failure
     observed = {"retain_grad calls": retained.count,
                 "torch.autograd.grad calls": autograd_grad.count,
                 "Linear outputs kept at the end of each forward pass": outputs.per_pass,
@@ -71,7 +97,9 @@ def _profile(output_grad_norms, steepest_drop, model, images, labels):
     observed["norms"] = {str(name): norm for name, norm in found.items()}
     observed["order of the layers"] = [str(name) for name in found]
     observed["types of the norms"] = sorted({type(norm).__name__ for norm in found.values()})
-    if len(found) >= 2:
+    # steepest_drop's domain: norms it can divide by (a layer whose ReLUs are all dead gets a
+    # zero gradient, and the reference too would divide by zero)
+    if len(found) >= 2 and all(norm != 0 for norm in found.values()):
         observed["steepest_drop(norms)"] = steepest_drop(found)
     return observed
 
@@ -89,9 +117,104 @@ def profile_visible_example(output_grad_norms, steepest_drop, rng):
     torch.manual_seed(5)
     tanh_mlp = deep_mlp(6, 32, 256, 3, "tanh", init_std=0.1)
     observed = _profile(output_grad_norms, steepest_drop, tanh_mlp, test_images[:40],
-                        test_labels[:40])
+                        test_labels[:40], failures=True)
+    if _REPLACED in observed or _KEY_ERROR in observed:
+        return observed
     observed["steepest_drop of the eleven norms"] = steepest_drop(dict(_VISIBLE_NORMS))
+    # the names a test cell's hint may quote (reported alike by every answer)
+    observed["the names of the eleven norms"] = list(_VISIBLE_NORMS)
     return observed
+
+
+def _visible_weight_norms():
+    """The norms of the Linear layers' weight gradients in the test cell's example (the value of
+    its "weights' gradients" mistake)."""
+    test_images, test_labels, _ = make_shapes(100, seed=1)
+    with torch.random.fork_rng():
+        torch.manual_seed(5)
+        model = deep_mlp(6, 32, 256, 3, "tanh", init_std=0.1)
+    F.cross_entropy(model(test_images[:40]), test_labels[:40]).backward()
+    return [layer.weight.grad.norm().item() for layer in model if isinstance(layer, nn.Linear)]
+
+
+_LATE_BINDING = ("a hook defined in a loop reads the loop variable when it runs, after the "
+                 "loop has ended, so every norm went under the last name: bind the name when "
+                 "the hook is made (name=name)")
+_DROP_MISTAKES = {
+    "fc2": "fc2 has the smallest norm, but the question is where the gradient shrinks "
+           "most: divide each layer's norm by the next layer's and take the smallest ratio",
+    "fc8": "fc8 has the largest ratio g[k]/g[k+1], where the gradient grows most on its "
+           "way back: the ratio is the layer's norm over the next layer's, and the "
+           "smallest one is the steepest drop",
+    "fc4": "fc4 is the second layer of the pair fc3, fc4: key each ratio by its first "
+           "layer, as gradient_ratios does",
+    "fc1": "fc1 comes out when the names are sorted: as strings fc10 and fc11 come "
+           "before fc2, so the ratios paired layers that are not neighbours. Keep the "
+           "dict's own order (forward order)",
+    "fc9": "fc9 comes out when the dict is read backwards: it is in forward order "
+           "already (fc1 first), so pair each layer with the one after it",
+    "fc10": "fc10 has the largest difference to the next norm: compare norms by their "
+            "ratio, not their difference, which is largest where the norms are large",
+}
+
+
+def _replaced_said(seen):
+    layer = seen[_REPLACED]["layer"]
+    what = ("the handle that register_hook gives (a lambda returns its expression's value)"
+            if seen[_REPLACED]["by a handle"] else "a value other than None or its output")
+    return (f"output_grad_norms raised an error: a forward hook on {layer} returned {what}, "
+            f"which took the place of {layer}'s output (a forward hook's return value "
+            "replaces the module's output). Let the forward hook return None: write it "
+            "with def.")
+
+
+def _key_error_said(seen):
+    name = seen[_KEY_ERROR]
+    return None if name is None else (
+        f"output_grad_norms raised KeyError {name!r}: no norm was stored under that "
+        f"name. Likely mistake: {_LATE_BINDING}.")
+
+
+def _drop_said(seen):
+    drop = seen["steepest_drop of the eleven norms"]
+    if not isinstance(drop, str):
+        return "return the name (a key), not a number"
+    return _DROP_MISTAKES.get(drop, "return the name of the layer whose ratio "
+                                    "g[k]/g[k+1] is the smallest")
+
+
+_KEPT = "Linear outputs kept at the end of each forward pass"
+_LAYERS = "order of the layers"
+CELL_07_EX1 = cell_checks(
+    "07-ex1",
+    expect_true(lambda seen: _REPLACED not in seen, _replaced_said),
+    expect_true(lambda seen: _KEY_ERROR not in seen, _key_error_said),
+    expect_true(lambda seen: "type of the result" not in seen,
+                lambda seen: "output_grad_norms should return a dict, not "
+                             f"{seen['type of the result']}"),
+    expect_equal("retain_grad calls",
+                 hint="no retain_grad: a tensor hook on each output records the norm during "
+                      "backward()"),
+    expect_true(lambda seen: not seen[_KEPT] or seen[_KEPT][-1] == 0,
+                "keep no output tensor (no list or dict of outputs): the tensor hook "
+                "stores only grad.norm().item()"),
+    expect_equal(_LAYERS, name="the set of layers", read=lambda seen: sorted(seen[_LAYERS]),
+                 hint=lambda seen: _LATE_BINDING if seen[_LAYERS] == ["fc6"] else
+                 "one entry per nn.Linear child, keyed by its name (fc1, fc2, ...)"),
+    expect_equal(_LAYERS, name="the order of the layers",
+                 hint="the tensor hooks fire from the output back to the input: build the "
+                      "returned dict in forward order (fc1 first)"),
+    expect_true(lambda seen: set(seen["types of the norms"]) <= {"float"},
+                "the norms should be Python floats: store grad.norm().item()"),
+    expect_tensor("norms", name="the gradient norms", rtol=1e-4,
+                  read=lambda seen: torch.tensor(list(seen["norms"].values())),
+                  mistakes={"these are the norms of the weights' gradients; record the "
+                            "gradient of each layer's output (a tensor hook on the output)":
+                            _visible_weight_norms()}),
+    expect_true(lambda seen: seen["hooks left on the model"] == 0,
+                "a forward hook is still registered: remove the handles before returning"),
+    expect_equal("steepest_drop of the eleven norms", name="steepest_drop(norms)",
+                 hint=_drop_said))
 
 
 @scenario("07-ex1", uses=["output_grad_norms", "steepest_drop"],
@@ -372,6 +495,9 @@ def _pack_report(pack, unpack, tensor, identity=False):
     return report
 
 
+_SECOND = "counts of a second call, before its forward pass"
+
+
 @scenario("07-ex2", uses=["float16_hooks"], visible=True, title="the example of the test cell",
           tolerance={"the gradient of x": (1e-3, 1e-4), "the gradient of w": (1e-3, 1e-4)})
 def float16_visible_example(float16_hooks, rng):
@@ -386,10 +512,18 @@ def float16_visible_example(float16_hooks, rng):
                          ("a 250-element int64 tensor", torch.arange(250))]:
         observed[name] = _pack_report(pack, unpack, tensor)
     pack, unpack, counts = float16_hooks(min_elements=200)
+    observed[_SECOND] = dict(counts)
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         loss = torch.tanh(x @ w).pow(2).sum()
     observed["counts after the forward pass"] = dict(counts)
-    grad_x, grad_w = torch.autograd.grad(loss, (x, w))
+    try:
+        grad_x, grad_w = torch.autograd.grad(loss, (x, w))
+    except Exception:  # noqa: BLE001 (reported as an error unless the cell stops before)
+        if observed["a 300-element float32 tensor"]["unpacked dtype"] == "torch.float32":
+            raise
+        # unpack gives back another dtype: the test cell stops at that check, before the
+        # gradients, and the graded page says what it said (the gradients are not reported)
+        return observed
     observed["the gradient of x"] = grad_x
     observed["the gradient of w"] = grad_w
     return observed
@@ -436,6 +570,7 @@ CELL_07_EX2 = cell_checks(
     _stored("a 250-element int64 tensor", "stored dtype", "torch.int64",
             "integer tensors (indices) are stored unchanged: convert only "
             "floating-point tensors"),
+    expect_equal(_SECOND, hint="start each call of float16_hooks with a new dict of zeros"),
     expect_true(lambda seen: seen[_COUNTS]["received"] == 3800, _received_hint),
     expect_true(lambda seen: seen[_COUNTS]["stored"] == 2600,
                 lambda seen: "add tensor_bytes of the tensor pack stores (the float16 copy when "
@@ -678,6 +813,48 @@ def sgd_visible_example(attach_sgd_hooks, rng):
     batches = [(train_images[16 * step:16 * (step + 1)],
                 train_labels[16 * step:16 * (step + 1)]) for step in range(4)]
     return _sgd_run(attach_sgd_hooks, start, 0.05, 0.01, batches)
+
+
+def _visible_one_step():
+    """The test cell's example: the flat parameters before the first step and their gradient
+    on the first batch (what its mistakes of one step are made of)."""
+    train_images, train_labels, _ = make_shapes(300, seed=0)
+    with torch.random.fork_rng():
+        torch.manual_seed(31)
+        start = deep_mlp(3, 16, 256, 3, "tanh")
+    loss = F.cross_entropy(start(train_images[:16]), train_labels[:16])
+    grads = torch.autograd.grad(loss, list(start.parameters()))
+    return _flat(start), torch.cat([g.flatten() for g in grads])
+
+
+def _one_step_mistakes():
+    start, grad = _visible_one_step()
+    return {"the weight-decay term is missing": start - 0.05 * grad,
+            "the step goes uphill: subtract lr times the gradient":
+                start + 0.05 * (grad + 0.01 * start),
+            "the parameters did not move: did the hook run, and update the "
+            "parameter in place (param.add_ / param.sub_)?": start}
+
+
+_AFTER = "parameters after each backward pass"
+CELL_07_EX3 = cell_checks(
+    "07-ex3",
+    expect_equal("optimizer objects created",
+                 hint="write the update itself in the hook, without torch.optim"),
+    expect_true(lambda seen: seen["the result is a list"] is True,
+                "attach_sgd_hooks should return the list of handles"),
+    expect_true(lambda seen: all(seen["post-accumulate-grad hooks per parameter"]),
+                "register the step on every parameter with register_post_accumulate_grad_hook: "
+                "it runs once param.grad holds the whole gradient (a hook from register_hook "
+                "runs before that)"),
+    expect_tensor(_AFTER, name="the parameters after one step", atol=1e-6,
+                  read=lambda seen: seen[_AFTER][0], mistakes=_one_step_mistakes()),
+    expect_true(lambda seen: all(seen["param.grad is None after the last backward pass"]),
+                "some param.grad is not None after backward: set param.grad = None in the hook "
+                "(zero_() keeps the tensor)"),
+    expect_tensor(_AFTER, name="the parameters after 4 steps", atol=1e-6,
+                  read=lambda seen: seen[_AFTER][3]),
+    expect_equal("number of handles", name="the number of handles"))
 
 
 def _random_batches(rng, shape, steps):

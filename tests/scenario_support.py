@@ -220,16 +220,7 @@ def normalised(text: str) -> str:
 # yet (measured when the declarations came: 208 of 229 messages missing, 134 of them in
 # lessons 04-08). Each is expected to fail (strict): once its lesson declares its cell
 # checks, it passes, and must leave this list.
-CELL_WORDS_NOT_YET = {
-    "07-ex1": {"autograd-grad-on-kept-outputs", "backward-order", "difference-not-ratio",
-                   "forward-hook-returns-a-detached-output",
-                   "hooks-left", "lambda-forward-hook-returns-a-handle", "late-binding-closure",
-                   "max-ratio", "names-next-layer", "norms-as-tensors", "ratio-inverted",
-                   "retain-grad", "returns-the-ratio", "reversed-as-backward-order",
-                   "smallest-norm", "sorted-names", "weight-gradients"},
-    "07-ex3": {"grad-kept", "grad-zeroed", "rebinds-param", "returns-no-handles", "sgd-objects",
-                   "tensor-hooks", "weights-only"},
-}
+CELL_WORDS_NOT_YET: dict[str, set[str]] = {}
 
 # Where the cell quotes the answer's own values (their repr), the page, which echoes nothing an
 # answer returned, describes them: it says the cell's message up to the quoted part.
@@ -252,12 +243,6 @@ CELL_WORDS_GAPS = {
         "the cell catches the answer's TypeError and quotes it in its own sentence; the page "
         "quotes the same torch message as the exception the answer raised",
     ("06-ex3", "zeros-for-none"): "as for 05-ex4 saves-the-inputs-tuple",
-    ("07-ex2", "unpack-keeps-float16"): "as for 04-ex3 row-instead-of-column",
-    ("07-ex2", "counts-shared-between-calls"):
-        "the visible scenario runs after the cell, whose calls this answer's shared counts "
-        "keep: it fails at the first check (counts not zero) and says that check's words, "
-        "\"start each call of float16_hooks with a new dict of zeros\"",
-    ("07-ex2", "counts-as-default-argument"): "as for counts-shared-between-calls",
 }
 
 

@@ -135,3 +135,23 @@ def test_the_solution_passes_its_test_cell(exercise):
 ])
 def test_valid_alternatives_pass_the_test_cell(exercise, variant):
     assert first_failure(exercise, VARIANTS[(exercise, variant)]) == ""
+
+
+# One of about 300 course secrets draws, for the hidden scenario "a random multilayer
+# perceptron", a ReLU network with a layer whose units are all dead: the gradient that reaches
+# it is zero, and steepest_drop divided by it, in the reference too (grading broke for that
+# secret). This is the scenario seed that secret gives.
+_DEAD_LAYER_SEED = 3440841560983473886
+
+
+def test_the_reference_passes_a_random_network_with_a_layer_that_gets_no_gradient():
+    from autograder.sandbox.observe import run_scenarios
+    from autograder.trusted.outcomes import read_outcome
+
+    import scenario_support as support
+
+    runs = run_scenarios(support.scenario_module(LESSON), support.reference_namespace(LESSON),
+                         [("profile_random_mlp", _DEAD_LAYER_SEED)])
+    outcome = read_outcome(runs[f"profile_random_mlp/{_DEAD_LAYER_SEED}"])
+    assert outcome.raised is None, outcome
+    assert 0.0 in outcome.observations["norms"].values()

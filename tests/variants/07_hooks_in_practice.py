@@ -628,7 +628,7 @@ def output_grad_norms(model, images, labels):
         for handle in handles:
             handle.remove()
     return norms
-'''),
+''' + _STEEPEST),
     # Issue 33: a forward hook that returns another tensor than its output (here a detached
     # copy, "so that nothing is kept") replaces the output; the test cell says so in words.
     dict(exercise="07-ex1", name="forward-hook-returns-a-detached-output", expect="fail",
