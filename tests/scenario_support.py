@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.sandbox.observe import load_module, run_scenarios
+from autograder.sandbox.observe import load_module, run_fresh, run_scenarios
 from autograder.trusted.outcomes import ScenarioRun, read_outcome
 from autograder.trusted.verdicts import Check, judge_exercise
 from coursekit.scenarios import collect
@@ -91,9 +91,11 @@ def variant_namespace(lesson: str, exercise: str, source: str) -> dict:
     return namespace
 
 
-def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list[Check]:
+def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12),
+            answer: str | None = None) -> list[Check]:
     """Every scenario of `exercise` judged on `namespace` against the reference (visible
-    scenarios with seed 0, hidden ones with each of `seeds`)."""
+    scenarios with seed 0, hidden ones with each of `seeds`); with `answer` (the answer cell's
+    source), the visible ones also on a fresh start of it, as grading runs them."""
     module = scenario_module(lesson)
     scenarios, mistakes = collect(module)
     runs = [(s.name, seed) for s in scenarios if s.exercise == exercise
@@ -101,6 +103,9 @@ def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list
     assert runs, f"no scenario for {exercise}"
     reference = run_scenarios(module, reference_namespace(lesson), runs, mistakes=True)
     student = run_scenarios(sandbox_module(lesson), namespace, runs)
+    if answer is not None:
+        student.update(run_fresh(sandbox_module(lesson), namespace, [
+            (name, seed, answer) for name, seed in runs if by_name_visible(scenarios, name)]))
     known = [m for m in mistakes if m.exercise == exercise]
     by_name = {s.name: s for s in scenarios}
     runs_judged = []
@@ -109,9 +114,15 @@ def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list
         wrong = [(m, read_outcome(reference[f"{key}/mistake/{i}"])
                   if f"{key}/mistake/{i}" in reference else None)
                  for i, m in enumerate(mistakes) if m in known]
+        fresh = student.get(f"{key}/fresh")
         runs_judged.append(ScenarioRun(by_name[name], read_outcome(reference[key]),
-                                       read_outcome(student[key]), wrong))
+                                       read_outcome(student[key]), wrong,
+                                       None if fresh is None else read_outcome(fresh)))
     return judge_exercise(runs_judged)
+
+
+def by_name_visible(scenarios, name: str) -> bool:
+    return any(s.name == name and s.visible for s in scenarios)
 
 
 @functools.lru_cache(maxsize=4)

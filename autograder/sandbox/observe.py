@@ -89,3 +89,25 @@ def run_scenarios(module: dict, namespace: dict, runs: list[tuple[str, int]],
                         scenario.func, scenario.uses, namespace, seed,
                         replace=(wrong.replaces, wrong.func))
     return out
+
+
+def run_fresh(module: dict, namespace: dict, fresh: list[tuple[str, int, str]]) -> dict:
+    """The visible scenarios as the test cell's own call met the answer: for each (scenario,
+    seed, answer cell's source), the answer cell run again in a copy of `namespace` (so what
+    it keeps at module level starts anew there, and `namespace` keeps its own), then the
+    scenario in that copy. Returns {"<scenario>/<seed>/fresh": outcome}; a scenario whose
+    answer cell raises when run again has no entry (the grader then reads the later call)."""
+    scenarios, _ = collect(module)
+    by_name = {s.name: s for s in scenarios}
+    out: dict[str, dict] = {}
+    for name, seed, source in fresh:
+        scenario = by_name.get(name)
+        if scenario is None or not isinstance(source, str):
+            continue
+        copy = dict(namespace)
+        try:
+            exec(compile(source, "<fresh answer cell>", "exec"), copy)  # noqa: S102 (the
+        except (Exception, SystemExit):  # student's own cell, in its own sandbox)
+            continue
+        out[f"{name}/{seed}/fresh"] = run_one(scenario.func, scenario.uses, copy, seed)
+    return out

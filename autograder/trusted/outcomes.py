@@ -411,3 +411,6 @@ class ScenarioRun:
     reference: Outcome
     student: Outcome
     mistakes: list[tuple[Mistake, Outcome | None]] = field(default_factory=list)
+    # A visible scenario's outcome on a fresh start, as the test cell's own call met the
+    # answer (None: not run); what the page says the test cell said is read from it.
+    fresh: Outcome | None = None

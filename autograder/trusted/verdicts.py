@@ -46,14 +46,22 @@ class Check:
 
 
 def judge(scenario: Scenario, reference: Outcome, student: Outcome,
-          quote: bool = True) -> Check:
+          quote: bool = True, fresh: Outcome | None = None) -> Check:
     """The verdict on one scenario, with what was measured of a failure (no mistake named:
-    that needs the exercise's other scenarios, see `judge_exercise`)."""
+    that needs the exercise's other scenarios, see `judge_exercise`). `fresh`: the visible
+    scenario's outcome on a fresh start, as the test cell's own call met the answer."""
     problems = outcome_problems(scenario, reference, student, quote)
     check = Check(scenario.exercise, scenario.name, scenario.title, scenario.visible,
                   not problems, problems)
     if problems:
-        check.said = cell_says(scenario, reference, student)
+        # What the test cell said comes from its own call (a fresh start), never from a later
+        # call that state kept between calls may have changed.
+        check.said = cell_says(scenario, reference, fresh if fresh is not None else student)
+        if fresh is not None and fresh.observations is not None and \
+                not outcome_problems(scenario, reference, fresh):
+            fact, advice = say("fresh_only")
+            check.relations.append(fact)
+            check.hints.append(advice)
         for fact, hint in scenario_relations(scenario, reference, student):
             if fact not in check.relations:
                 check.relations.append(fact)
@@ -74,7 +82,7 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
     checks, quoted = [], False
     for run in runs:
         quote = not quoted and run.scenario.visible and run.student.raised is not None
-        checks.append(judge(run.scenario, run.reference, run.student, quote))
+        checks.append(judge(run.scenario, run.reference, run.student, quote, run.fresh))
         quoted = quoted or quote
     for mistake in _named_mistakes(runs):
         for run, check in zip(runs, checks):

@@ -75,6 +75,22 @@ def leaf_gradients(p_values, q_values):
     return (p.grad, q.grad)
 '''),
 
+    # -------------------------------- blind review (issue 32): state kept between calls
+    # The test cell's own call is right; a later call on the same lists is not. The page must
+    # not say the test cell named a mistake (it said the example passed).
+    dict(exercise="01-ex1", name="cached-leaves-per-input", expect="fail", mistake=None,
+         source='''
+_LEAVES = {}
+def leaf_gradients(p_values, q_values):
+    key = (tuple(p_values), tuple(q_values))
+    if key not in _LEAVES:
+        _LEAVES[key] = (torch.tensor(p_values, requires_grad=True),
+                        torch.tensor(q_values, requires_grad=True))
+    p, q = _LEAVES[key]
+    r = p * q
+    (r**2 + p).sum().backward()
+    return p.grad, q.grad
+'''),
     # ------------------------------------------------------------ 01-ex2 leaves_receiving_grad
     dict(exercise="01-ex2", name="torch-equal", expect="fail", mistake="same values",
          source='''

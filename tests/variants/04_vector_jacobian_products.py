@@ -127,6 +127,20 @@ def jacobian_row(f, x, i):
     v = torch.nn.functional.one_hot(torch.tensor(i), out.numel()).to(out.dtype)
     return vjp_fn(v)[0]
 '''),
+    # -------------------------------- blind review (issue 32): state kept between calls
+    dict(exercise="04-ex2", name="rows-memoised-by-index", expect="fail", mistake=None,
+         source='''
+_ROWS = {}
+def jacobian_row(f, x, i):
+    if i not in _ROWS:
+        leaf = x.detach().clone().requires_grad_()
+        out = f(leaf)
+        v = torch.zeros_like(out)
+        v[i] = 1.0
+        out.backward(v)
+        _ROWS[i] = leaf.grad
+    return _ROWS[i]
+'''),
     # ------------------------------------------------------------------------ 04-ex3
     dict(exercise="04-ex3", name="row-instead-of-column", expect="fail", mistake="row of J",
          source='''
