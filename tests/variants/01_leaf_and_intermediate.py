@@ -162,6 +162,54 @@ def leaves_receiving_grad(output, named):
     return sorted(n for n, t in named.items() if any(t is leaf for leaf in leaves))
 '''),
 
+    # -------------------------------- blind review (issue 32): what no hidden graph drew
+    dict(exercise="01-ex2", name="lists-an-output-that-is-a-leaf", expect="fail", mistake="output itself was listed",
+         source='''
+def leaves_receiving_grad(output, named):
+    leaves, seen, stack = [], set(), [output.grad_fn]
+    if output.grad_fn is None and output.requires_grad:
+        leaves.append(output)
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):
+            leaves.append(node.variable)
+        stack.extend(c for c, _ in node.next_functions)
+    return sorted(n for n, t in named.items() if any(t is l for l in leaves))
+'''),
+    dict(exercise="01-ex2", name="lists-retained-intermediates", expect="fail", mistake="called retain_grad() was listed",
+         source='''
+def leaves_receiving_grad(output, named):
+    leaves, seen, stack = [], set(), [output.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):
+            leaves.append(node.variable)
+        stack.extend(c for c, _ in node.next_functions)
+    return sorted(n for n, t in named.items()
+                  if any(t is l for l in leaves) or (not t.is_leaf and t.retains_grad))
+'''),
+    dict(exercise="01-ex2", name="no-set-of-visited-nodes", expect="fail", mistake="once per path",
+         source='''
+def leaves_receiving_grad(output, named):
+    found = set()
+    def visit(node):
+        if node is None:
+            return
+        if hasattr(node, "variable"):
+            for n, t in named.items():
+                if t is node.variable:
+                    found.add(n)
+        for c, _ in node.next_functions:
+            visit(c)
+    visit(output.grad_fn)
+    return sorted(found)
+'''),
     # ------------------------------------------------------------ 01-ex3 freeze
     dict(exercise="01-ex3", name="plain-attribute", expect="fail", mistake="plain attribute",
          source='''
@@ -349,10 +397,11 @@ def leaves_receiving_grad(output, named):
 '''),
     dict(exercise="01-ex2", name="ids-of-leaves", expect="pass", mistake=None, source='''
 def leaves_receiving_grad(output, named):
-    ids, todo = set(), [output.grad_fn]
+    ids, seen, todo = set(), set(), [output.grad_fn]
     while todo:
         node = todo.pop()
-        if node is not None:
+        if node is not None and node not in seen:
+            seen.add(node)
             if hasattr(node, "variable"):
                 ids.add(id(node.variable))
             todo += [child for child, _ in node.next_functions]
