@@ -498,3 +498,18 @@ def test_an_answer_right_only_on_the_cells_own_call_is_told_what_was_measured(le
     page = support.normalised(support.page_text(variant["exercise"], checks))
     assert "the test cell says" not in page, page
     assert support.normalised(say("fresh_only")[0]) in page, page
+
+
+def test_a_forward_mode_answer_to_the_vjp_exercise_is_not_steered_further_into_it():
+    """Issue 32 (blind review): jvp(f, (x,), (v,)) for vᵀJ raised on a non-square Jacobian,
+    and the page advised making the tangent like the input, deeper down the wrong path. The
+    message decides the tangent's shape only: the page says that, and advises nothing."""
+    lesson = "04_vector_jacobian_products"
+    variant = next(v for les, v in VARIANT_CASES
+                   if les == lesson and v["name"] == "jvp-with-v-as-tangent")
+    namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+    checks = support.verdict(lesson, variant["exercise"], namespace)
+    tangent = [c for c in checks if any("tangent given to jvp" in r for r in c.relations)]
+    assert tangent, [c.relations for c in checks]
+    assert not any("like the input x" in h for c in checks for h in c.hints), \
+        [c.hints for c in checks]

@@ -69,6 +69,14 @@ def vector_jacobian_product(f, x, v):
     (f(leaf) * v).sum().backward()
     return leaf.grad
 '''),
+    # -------------------------------- blind review (issue 32): forward mode for vᵀJ
+    dict(exercise="04-ex1", name="jvp-with-v-as-tangent", expect="fail", mistake=None,
+         source='''
+from torch.func import jvp
+def vector_jacobian_product(f, x, v):
+    _, out = jvp(f, (x,), (v,))
+    return out
+'''),
     # ------------------------------------------------------------------------ 04-ex2
     dict(exercise="04-ex2", name="column-instead-of-row", expect="fail", mistake="column of J",
          source='''
