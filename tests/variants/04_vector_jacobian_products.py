@@ -299,6 +299,21 @@ def vjps_from_one_forward(f, x, vs):
     (rows,) = torch.autograd.grad(f(leaf), leaf, vs, is_grads_batched=True)
     return rows
 '''),
+    # -------------------------------- blind review (issue 32): a count equal to the example's
+    # by chance is not told as "the test cell example's value, whatever the inputs"
+    dict(exercise="04-ex4", name="squeezes-vs", expect="fail", mistake=None,
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    rows = []
+    vs = vs.squeeze()
+    for v in vs:
+        g = torch.autograd.grad(out, leaf, v * torch.ones_like(out), retain_graph=True)[0] \\
+            if v.dim() == 0 else torch.autograd.grad(out, leaf, v, retain_graph=True)[0]
+        rows.append(g)
+    return torch.stack(rows)
+'''),
     # ------------------------------------------------ more slips of each exercise (issue 22)
     dict(exercise="04-ex1", name="returns-the-scalar", expect="fail", mistake=None,
          relation="a dimension is missing", source='''
