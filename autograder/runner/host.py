@@ -42,7 +42,7 @@ from collections import OrderedDict
 
 from autograder import protocol
 from autograder.sandbox import shell
-from autograder.sandbox.observe import load_module, run_fresh, run_scenarios
+from autograder.sandbox.observe import fresh_within_time, load_module, run_scenarios
 from autograder.sandbox.confine import confine, die_with_parent
 from autograder.sandbox.limits import TREE_POLL_SECONDS, Cgroup, ProcessTree
 from autograder.sandbox.policy import SandboxPolicy
@@ -282,7 +282,8 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
             try:
                 outcomes = run_scenarios(module, namespace, [tuple(r) for r in observe["runs"]],
                                          mistakes=mistakes)
-                outcomes.update(_fresh(module, namespace, observe.get("fresh"), dict(cells)))
+                outcomes.update(fresh_within_time(module, namespace, observe.get("fresh"),
+                                                   dict(cells)))
                 if observe.get("more"):
                     # The later runs (the hidden scenarios) and their seeds come only once the
                     # first runs' outcomes are reported: no answer called before could find them.
@@ -308,37 +309,6 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
             pass
     finally:
         os._exit(code)
-
-
-FRESH_SHARE = 0.25  # of the observing time left, what the fresh runs may take
-
-
-def _fresh(module: dict, namespace: dict, fresh, sources: dict) -> dict:
-    """The visible scenarios run again on a fresh start (`observe.run_fresh`): [scenario,
-    seed, answer cell index] each, within a share of the time left; {} past it."""
-    from IPython.core.interactiveshell import InteractiveShell
-
-    if not isinstance(fresh, list):
-        return {}
-    ipython = InteractiveShell.instance()
-    runs = []
-    for name, seed, index in (r for r in fresh if isinstance(r, list) and len(r) == 3):
-        if index in sources:
-            try:
-                runs.append((name, seed, ipython.transform_cell(sources[index])))
-            except Exception:  # noqa: BLE001 (a cell IPython cannot transform: no fresh run)
-                pass
-    left = signal.getitimer(signal.ITIMER_PROF)[0]
-    if not runs or left <= 0:
-        return {}
-    signal.setitimer(signal.ITIMER_PROF, left * FRESH_SHARE)
-    began = time.process_time()
-    try:
-        return run_fresh(module, namespace, runs)
-    except shell.CellTimeout:
-        return {}
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, max(left - (time.process_time() - began), 1e-3))
 
 
 class Zygote:
