@@ -263,11 +263,6 @@ CELL_WORDS_GAPS = {
         "quotes the same torch message as the exception the answer raised",
     ("06-ex3", "zeros-for-none"): "as for 05-ex4 saves-the-inputs-tuple",
     ("07-ex2", "unpack-keeps-float16"): "as for 04-ex3 row-instead-of-column",
-    ("07-ex2", "counts-shared-between-calls"):
-        "the visible scenario runs after the cell, whose calls this answer's shared counts "
-        "keep: it fails at the first check (counts not zero) and says that check's words, "
-        "\"start each call of float16_hooks with a new dict of zeros\"",
-    ("07-ex2", "counts-as-default-argument"): "as for counts-shared-between-calls",
 }
 
 
