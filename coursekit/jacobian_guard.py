@@ -28,10 +28,23 @@ class FullJacobianBuilt(AssertionError):
     """Raised when an answer calls a function that builds the whole Jacobian."""
 
 
+REASON = "this exercise asks you not to build the whole Jacobian"
+
+
+def refusal(qualified: str, reason: str = REASON) -> str:
+    """The message of the FullJacobianBuilt raised when `qualified` is called."""
+    return (f"{qualified} was called, but {reason}: use backward(), torch.autograd.grad or "
+            "torch.func.vjp/jvp instead.")
+
+
+def refusals() -> frozenset[str]:
+    """Every message the guard raises with its usual reason (the grader shows them whole)."""
+    return frozenset(refusal(f"{module.__name__}.{name}") for module, name in _BUILDERS)
+
+
 @contextlib.contextmanager
 def full_jacobian_blocked(namespace: MutableMapping[str, Any] | None = None,
-                          reason: str = "this exercise asks you not to build the whole "
-                                        "Jacobian") -> Iterator[None]:
+                          reason: str = REASON) -> Iterator[None]:
     """Within the block, calling jacobian, jacrev, jacfwd or hessian raises FullJacobianBuilt.
 
     `namespace` (for example a notebook's `globals()`) also has its names for those functions
@@ -42,8 +55,7 @@ def full_jacobian_blocked(namespace: MutableMapping[str, Any] | None = None,
 
     def refuse(qualified: str):
         def refused(*args: Any, **kwargs: Any) -> Any:
-            raise FullJacobianBuilt(f"{qualified} was called, but {reason}: use backward(), "
-                                    "torch.autograd.grad or torch.func.vjp/jvp instead.")
+            raise FullJacobianBuilt(refusal(qualified, reason))
         return refused
 
     patched: list[tuple[Any, str, Any]] = []

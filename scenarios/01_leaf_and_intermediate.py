@@ -304,13 +304,92 @@ def leaves_on_either_side(leaves_receiving_grad, rng):
     return outputs
 
 
-def _accumulate_nodes(node, found):
-    if node is None:
+class _WalkTooLong(BaseException):
+    """Raised in a walk past its CPU time (a BaseException: an answer's `except Exception`
+    does not swallow it)."""
+
+
+# CPU seconds a walk over the shared graph below may take: one that visits each of its 122
+# Nodes once needs well under a millisecond; one that visits each Node once per path needs
+# 2**60 visits, so any limit between the two decides the same.
+WALK_SECONDS = 2.0
+DOUBLINGS = 60
+
+
+def _within_walk_time(call):
+    """(True, what `call()` returned), or (False, None) when it ran past WALK_SECONDS of CPU."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return True, call()
+
+    def stop(signum, frame):
+        raise _WalkTooLong
+
+    previous = signal.signal(signal.SIGVTALRM, stop)
+    signal.setitimer(signal.ITIMER_VIRTUAL, WALK_SECONDS)
+    try:
+        return True, call()
+    except BaseException as err:  # by name: a mistake's walk may come from another load
+        if type(err).__name__ != _WalkTooLong.__name__:
+            raise
+        return False, None
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, previous)
+
+
+@scenario("01-ex2", uses=["leaves_receiving_grad"],
+          title="an output that is a leaf, a retained intermediate, Nodes shared by many paths")
+def leaves_shared_nodes(leaves_receiving_grad, rng):
+    size = int(torch.randint(1, 4, (), generator=rng))
+    w = torch.randn(size, generator=rng, requires_grad=True)
+    u = torch.randn(size, generator=rng, requires_grad=True)
+    h = u * torch.randn(size, generator=rng)
+    h.retain_grad()  # backward would fill h.grad too, but h is no leaf
+    a = torch.randn(size, generator=rng, requires_grad=True)
+    y = a
+    for _ in range(DOUBLINGS):  # each Node's two inputs are the one Node below it
+        y = y + y
+    finished, names = _within_walk_time(lambda: leaves_receiving_grad(y.sum(), {"a": a, "y": y}))
+    return {"names for an output that is itself a leaf": leaves_receiving_grad(
+                w, {"w": w, "u": u}),
+            "names with a retained intermediate in named": leaves_receiving_grad(
+                (h * h).sum(), {"h": h, "u": u}),
+            f"names for {DOUBLINGS} levels of y = y + y": names if finished else
+            f"not finished after {WALK_SECONDS:g} s of CPU time (visiting each Node once "
+            "takes under a millisecond)"}
+
+
+def _accumulate_nodes(node, found, seen=None):
+    """The leaves behind `node`, each Node visited once."""
+    seen = set() if seen is None else seen
+    if node is None or node in seen:
         return
+    seen.add(node)
     if hasattr(node, "variable"):
         found.append(node.variable)
     for child, _ in node.next_functions:
-        _accumulate_nodes(child, found)
+        _accumulate_nodes(child, found, seen)
+
+
+PATH_VISITS = 100_000  # a walk along every path stops here (only the shared graph needs more)
+
+
+def _along_every_path(node, found, visits=None):
+    """The leaves behind `node`, once per path that reaches them (no Node remembered); raises
+    _WalkTooLong past PATH_VISITS visits, as such a walk runs out of time on the shared graph."""
+    visits = [0] if visits is None else visits
+    if node is None:
+        return
+    visits[0] += 1
+    if visits[0] > PATH_VISITS:
+        raise _WalkTooLong
+    if hasattr(node, "variable"):
+        found.append(node.variable)
+    for child, _ in node.next_functions:
+        _along_every_path(child, found, visits)
 
 
 @mistake("01-ex2", "A tensor that holds the same values as a leaf was counted as that leaf: "
@@ -338,7 +417,7 @@ def leaves_by_data_ptr(output, named):
          replaces="leaves_receiving_grad")
 def leaves_with_duplicates(output, named):
     found = []
-    _accumulate_nodes(output.grad_fn, found)
+    _along_every_path(output.grad_fn, found)
     return sorted(name for leaf in found for name, t in named.items() if t is leaf)
 
 
@@ -400,6 +479,36 @@ def leaves_unsorted(output, named):
     found = []
     _accumulate_nodes(output.grad_fn, found)
     return [name for name, t in named.items() if any(t is leaf for leaf in found)]
+
+
+@mistake("01-ex2", "output itself was listed, a leaf that requires grad: the exercise leaves "
+                   "output's own .grad out. Only leaves reached through output.grad_fn count "
+                   "(a leaf output has none: the list is empty).",
+         replaces="leaves_receiving_grad")
+def leaves_with_leaf_output(output, named):
+    found = [output] if output.grad_fn is None and output.requires_grad else []
+    _accumulate_nodes(output.grad_fn, found)
+    return sorted(name for name, t in named.items() if any(t is leaf for leaf in found))
+
+
+@mistake("01-ex2", "An intermediate that called retain_grad() was listed: backward fills its "
+                   ".grad too, but it is no leaf. List only the tensors of the AccumulateGrad "
+                   "Nodes.", replaces="leaves_receiving_grad")
+def leaves_with_retained(output, named):
+    found = []
+    _accumulate_nodes(output.grad_fn, found)
+    return sorted(name for name, t in named.items()
+                  if any(t is leaf for leaf in found) or (not t.is_leaf and t.retains_grad))
+
+
+@mistake("01-ex2", "The walk over 60 levels of y = y + y did not finish: a walk that does not "
+                   "remember the Nodes it visited goes through each Node once per path (2**60 "
+                   "paths here). Keep a set of the Nodes visited, as print_graph's `seen` does.",
+         replaces="leaves_receiving_grad")
+def leaves_without_visited_set(output, named):
+    found = []
+    _along_every_path(output.grad_fn, found)
+    return sorted(name for name, t in named.items() if any(t is leaf for leaf in found))
 
 
 # ---------------------------------------------------------------- 01-ex3: freeze

@@ -493,6 +493,7 @@ def _remove(handles):
 def sgd_visible(sgd_in_backward, rng):
     w = torch.tensor([1.0, -1.0], requires_grad=True)
     bias = torch.tensor(0.5, requires_grad=True)
+    addresses = [w.data_ptr(), bias.data_ptr()]
     handles, observed = _register(sgd_in_backward, [w, bias], 0.25)
     if handles is None:  # what the test cell says of it (an answer that fails already)
         observed["the result is None"] = True
@@ -500,12 +501,21 @@ def sgd_visible(sgd_in_backward, rng):
     ((w.matmul(features) + bias) ** 2).backward()
     observed.update({"w after backward": w.detach().clone(),
                      "bias after backward": bias.detach().clone(),
+                     IN_PLACE: [w.data_ptr(), bias.data_ptr()] == addresses,
                      "w.grad": _clone(w.grad), "bias.grad": _clone(bias.grad)})
     _remove(handles)
     (w.sum() + bias).backward()
     observed.update({"w after removing the hooks": w.detach().clone(),
                      "w.grad after removing the hooks": w.grad})
     return observed
+
+
+# Like Lesson 01's sgd_step_, the step changes each parameter in place: it keeps its storage,
+# which a view of it, or an optimiser's state, shares.
+IN_PLACE = "every parameter changed in place (same storage)"
+NEW_STORAGE = ("w and bias moved but got new storage (param.data = ... swaps it, and a tensor "
+               "that shared it no longer sees the step): change each parameter in place, "
+               "param.add_(param.grad, alpha=-lr) or param -= lr * param.grad.")
 
 
 CELL_03_EX3 = cell_checks(
@@ -524,6 +534,7 @@ CELL_03_EX3 = cell_checks(
                             "param -= ...); `param = param - ...` only rebinds a local name.":
                             [1.0, -1.0]}),
     expect_tensor("bias after backward"),
+    expect_true(lambda seen: seen[IN_PLACE], NEW_STORAGE),
     expect_true(lambda seen: seen["w.grad"] is None and seen["bias.grad"] is None,
                 lambda seen: "After the step the hook should set param.grad = None, "
                 f"found w.grad={_numbers(seen['w.grad'])}, "
@@ -540,10 +551,12 @@ def sgd_small_model(sgd_in_backward, rng):
               torch.randn((), generator=rng).requires_grad_()]
     order = torch.randperm(3, generator=rng).tolist()
     lr = float(torch.randint(1, 20, (), generator=rng)) / 100
+    addresses = [p.data_ptr() for p in params]
     handles, observed = _register(sgd_in_backward, [params[i] for i in order], lr)
     x_in = torch.randn(4, 3, generator=rng)
     ((x_in @ params[0] + params[1]).tanh().sum() * params[2]).backward()
     observed["parameters after backward"] = [p.detach().clone() for p in params]
+    observed[IN_PLACE] = [p.data_ptr() for p in params] == addresses
     observed["their .grad after backward"] = [p.grad for p in params]
     # The handles come in the order of the list given: removing the first one stops the
     # first parameter of that list, and only it.
@@ -643,6 +656,17 @@ def sgd_late_binding(params, lr):
     for param in params:
         handles.append(param.register_post_accumulate_grad_hook(lambda _: step(param)))
     return handles
+
+
+@mistake("03-ex3", "The parameters moved but got new storage (param.data = ...): change each "
+                   "parameter in place, param.add_(param.grad, alpha=-lr) or param -= lr * "
+                   "param.grad, so that a tensor sharing its storage sees the step.",
+         replaces="sgd_in_backward")
+def sgd_new_storage(params, lr):
+    def step(param):
+        param.data = param.data - lr * param.grad
+        param.grad = None
+    return [param.register_post_accumulate_grad_hook(step) for param in params]
 
 
 @mistake("03-ex3", "The parameters did not move: change each parameter in place "

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.sandbox.observe import load_module, run_scenarios
+from autograder.sandbox.observe import load_module, run_fresh, run_scenarios
 from autograder.trusted.outcomes import ScenarioRun, read_outcome
 from autograder.trusted.verdicts import Check, judge_exercise
 from coursekit.scenarios import collect
@@ -91,12 +91,17 @@ def variant_namespace(lesson: str, exercise: str, source: str) -> dict:
     return namespace
 
 
-def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list[Check]:
+def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12),
+            answer: str | None = None) -> list[Check]:
     """Every scenario of `exercise` judged on `namespace` against the reference (visible
-    scenarios with seed 0, hidden ones with each of `seeds`)."""
+    scenarios with seed 0, hidden ones with each of `seeds`); with `answer` (the answer cell's
+    source), the visible ones also on a fresh start of it, as grading runs them."""
     scenarios, mistakes = collect(scenario_module(lesson))
     runs, reference = _reference_and_mistakes(lesson, exercise, tuple(seeds))
     student = run_scenarios(sandbox_module(lesson), namespace, runs)
+    if answer is not None:
+        student.update(run_fresh(sandbox_module(lesson), namespace, [
+            (name, seed, answer) for name, seed in runs if by_name_visible(scenarios, name)]))
     known = [m for m in mistakes if m.exercise == exercise]
     by_name = {s.name: s for s in scenarios}
     runs_judged = []
@@ -105,8 +110,10 @@ def verdict(lesson: str, exercise: str, namespace: dict, seeds=(11, 12)) -> list
         wrong = [(m, read_outcome(reference[f"{key}/mistake/{i}"])
                   if f"{key}/mistake/{i}" in reference else None)
                  for i, m in enumerate(mistakes) if m in known]
+        fresh = student.get(f"{key}/fresh")
         runs_judged.append(ScenarioRun(by_name[name], read_outcome(reference[key]),
-                                       read_outcome(student[key]), wrong))
+                                       read_outcome(student[key]), wrong,
+                                       None if fresh is None else read_outcome(fresh)))
     return judge_exercise(runs_judged)
 
 
@@ -121,6 +128,10 @@ def _reference_and_mistakes(lesson: str, exercise: str, seeds: tuple[int, ...]):
             for seed in ((0,) if s.visible else seeds)]
     assert runs, f"no scenario for {exercise}"
     return runs, run_scenarios(module, reference_namespace(lesson), runs, mistakes=True)
+
+
+def by_name_visible(scenarios, name: str) -> bool:
+    return any(s.name == name and s.visible for s in scenarios)
 
 
 @functools.lru_cache(maxsize=4)

@@ -441,3 +441,13 @@ def test_outcomes_of_the_size_scenarios_may_report_are_read():
                      {"event": protocol.END}],
                     request={"cells": CELLS, "prologue": 0, "observe": observe})
     assert run.outcome == "ok" and run.outcomes == outcomes
+
+
+def test_a_visible_runs_fresh_start_outcome_is_kept_and_no_other_key():
+    """Issue 32: the outcome of a visible example run on a fresh start ("<run>/fresh") is what
+    the page reads the test cell's words from; it is kept, and only for a run asked for."""
+    from autograder.trusted.messages import _outcomes_of
+
+    reported = {"a/0": 1, "a/0/fresh": 2, "a/0/mistake/1": 3, "b/0/fresh": 4,
+                "a/0/freshly": 5, "a/0/fresh/fresh": 6, "fresh": 7}
+    assert _outcomes_of(reported, [("a", 0)]) == {"a/0": 1, "a/0/fresh": 2, "a/0/mistake/1": 3}

@@ -133,3 +133,22 @@ def test_a_hidden_check_leaves_out_quoted_names_and_special_values_but_not_type_
     text = said(scenarios["random_points"], "unsupported operand type(s) for *: 'NoneType' "
                 "and 'Tensor'", raised="TypeError")
     assert "“unsupported operand type(s) for *: 'NoneType' and 'Tensor'”" in text, text
+
+
+def test_the_lessons_guard_is_named_with_the_function_the_answer_called():
+    """Issue 32 (blind review): lesson 04's guard raised FullJacobianBuilt naming the function;
+    the page said "an exception of its own class" (as if the student had defined it) with the
+    function's name left out. Its exact messages are the course's text: shown whole, on a
+    hidden check too; any other message under that class name is told by kind only."""
+    from autograder.trusted.outcomes import Outcome, raised_text
+    from coursekit.jacobian_guard import refusal
+
+    message = refusal("torch.autograd.functional.jacobian")
+    for visible in (True, False):
+        text = raised_text(Outcome(raised="FullJacobianBuilt", message=message, line=3),
+                           quote=visible)
+        assert "own class" not in text, text
+        assert f"“{message}”" in text and "line 3" in text, text
+    forged = raised_text(Outcome(raised="FullJacobianBuilt", message=message + " 0.123"),
+                         quote=False)
+    assert "an exception of its own class" in forged and "0.123" not in forged, forged

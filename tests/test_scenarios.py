@@ -425,8 +425,8 @@ def test_the_graded_page_says_what_the_test_cell_said(lesson, variant):
     values the visible scenario reported (run after the cell, as grading runs them)."""
     namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
     said = support.cell_message(*support.run_test_cell(lesson, variant["exercise"], namespace))
-    page = support.page_text(variant["exercise"],
-                             support.verdict(lesson, variant["exercise"], namespace))
+    page = support.page_text(variant["exercise"], support.verdict(
+        lesson, variant["exercise"], namespace, answer=variant["source"]))
     if said is None:
         # the cell named nothing (it raised another error, or only showed values): the page
         # must not put words in its mouth
@@ -472,3 +472,44 @@ def test_no_cell_declaration_enters_the_sandbox(lesson):
     assert not [name for name, value in support.sandbox_module(lesson).items()
                 if isinstance(value, CellChecks)]
     assert all(s.cell is None for s in collect(support.sandbox_module(lesson))[0])
+
+
+# Issue 32, blind review: an answer that keeps state between calls (leaves cached per input, a
+# first result kept at module level, rows memoised by index) is right on the test cell's own
+# call, and the cell says its example passed. The page reads what the cell said from a fresh
+# start of the answer cell, never from the later call, and says what it measured.
+FRESH_ONLY = {("01-ex1", "cached-leaves-per-input"), ("02-ex1", "caches-the-first-result"),
+              ("04-ex2", "rows-memoised-by-index")}
+
+
+@pytest.mark.parametrize("lesson,variant", [
+    (lesson, v) for lesson, v in VARIANT_CASES if (v["exercise"], v["name"]) in FRESH_ONLY],
+    ids=lambda value: value["name"] if isinstance(value, dict) else value)
+def test_an_answer_right_only_on_the_cells_own_call_is_told_what_was_measured(lesson, variant):
+    from autograder.trusted.phrases import say
+
+    namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+    ran, text = support.run_test_cell(lesson, variant["exercise"], namespace)
+    assert ran and "passes" in text, text
+    checks = support.verdict(lesson, variant["exercise"], namespace, answer=variant["source"])
+    visible = [c for c in checks if c.visible]
+    assert visible and not any(c.passed for c in visible)
+    assert all(c.said is None for c in visible), [c.said for c in visible]
+    page = support.normalised(support.page_text(variant["exercise"], checks))
+    assert "the test cell says" not in page, page
+    assert support.normalised(say("fresh_only")[0]) in page, page
+
+
+def test_a_forward_mode_answer_to_the_vjp_exercise_is_not_steered_further_into_it():
+    """Issue 32 (blind review): jvp(f, (x,), (v,)) for vᵀJ raised on a non-square Jacobian,
+    and the page advised making the tangent like the input, deeper down the wrong path. The
+    message decides the tangent's shape only: the page says that, and advises nothing."""
+    lesson = "04_vector_jacobian_products"
+    variant = next(v for les, v in VARIANT_CASES
+                   if les == lesson and v["name"] == "jvp-with-v-as-tangent")
+    namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+    checks = support.verdict(lesson, variant["exercise"], namespace)
+    tangent = [c for c in checks if any("tangent given to jvp" in r for r in c.relations)]
+    assert tangent, [c.relations for c in checks]
+    assert not any("like the input x" in h for c in checks for h in c.hints), \
+        [c.hints for c in checks]

@@ -725,3 +725,19 @@ def test_a_cell_message_never_quotes_a_string_the_answer_reported():
     assert cell_says(scenario, _reference(), hostile) is None
     plain = read_outcome({"observations": {"x.grad": T(3.0, 12.0), "label": "list"}})
     assert cell_says(scenario, _reference(), plain) == "the label is list"
+
+
+def test_a_count_equal_to_the_examples_once_is_not_told_as_the_examples_value():
+    """Issue 32 (blind review): a count of products that equalled the example's 3 by chance
+    read as "the test cell example's value, whatever the inputs" (as if hard-coded). A count
+    or flag is told so only when two hidden runs of different expectations both found it."""
+    said = "y is the test cell example's value, whatever the inputs"
+    once = judge_exercise([_run(True, 3, 3, "example"), _run(False, 1, 3, "one_row"),
+                           _run(False, 4, 4, "several")])
+    assert not once[1].passed and said not in once[1].relations, once[1].relations
+    twice = judge_exercise([_run(True, 3, 3, "example"), _run(False, 1, 3, "one_row"),
+                            _run(False, 4, 3, "several")])
+    assert all(said in c.relations for c in twice[1:]), [c.relations for c in twice]
+    # a value that is no count keeps the rule it had: once is enough
+    floats = judge_exercise([_run(True, 2.5, 2.5, "example"), _run(False, 1.5, 2.5)])
+    assert said in floats[1].relations

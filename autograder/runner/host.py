@@ -42,7 +42,7 @@ from collections import OrderedDict
 
 from autograder import protocol
 from autograder.sandbox import shell
-from autograder.sandbox.observe import load_module, run_scenarios
+from autograder.sandbox.observe import fresh_within_time, load_module, run_scenarios
 from autograder.sandbox.confine import confine, die_with_parent
 from autograder.sandbox.limits import TREE_POLL_SECONDS, Cgroup, ProcessTree
 from autograder.sandbox.policy import SandboxPolicy
@@ -282,6 +282,8 @@ def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
             try:
                 outcomes = run_scenarios(module, namespace, [tuple(r) for r in observe["runs"]],
                                          mistakes=mistakes)
+                outcomes.update(fresh_within_time(module, namespace, observe.get("fresh"),
+                                                   dict(cells)))
                 if observe.get("more"):
                     # The later runs (the hidden scenarios) and their seeds come only once the
                     # first runs' outcomes are reported: no answer called before could find them.

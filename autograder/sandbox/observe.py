@@ -8,7 +8,9 @@ compares these outcomes with the reference's in its own process (`autograder.tru
 
 from __future__ import annotations
 
+import signal
 import sys
+import time
 from typing import Any
 
 from coursekit.scenarios import ObservationError, collect, encode, generator
@@ -89,3 +91,58 @@ def run_scenarios(module: dict, namespace: dict, runs: list[tuple[str, int]],
                         scenario.func, scenario.uses, namespace, seed,
                         replace=(wrong.replaces, wrong.func))
     return out
+
+
+def run_fresh(module: dict, namespace: dict, fresh: list[tuple[str, int, str]]) -> dict:
+    """The visible scenarios as the test cell's own call met the answer: for each (scenario,
+    seed, answer cell's source), the answer cell run again in a copy of `namespace` (so what
+    it keeps at module level starts anew there, and `namespace` keeps its own), then the
+    scenario in that copy. Returns {"<scenario>/<seed>/fresh": outcome}; a scenario whose
+    answer cell raises when run again has no entry (the grader then reads the later call)."""
+    scenarios, _ = collect(module)
+    by_name = {s.name: s for s in scenarios}
+    out: dict[str, dict] = {}
+    for name, seed, source in fresh:
+        scenario = by_name.get(name)
+        if scenario is None or not isinstance(source, str):
+            continue
+        copy = dict(namespace)
+        try:
+            exec(compile(source, "<fresh answer cell>", "exec"), copy)  # noqa: S102 (the
+        except (Exception, SystemExit):  # student's own cell, in its own sandbox)
+            continue
+        out[f"{name}/{seed}/fresh"] = run_one(scenario.func, scenario.uses, copy, seed)
+    return out
+
+
+FRESH_SHARE = 0.25  # of the observing time left, what the fresh runs may take
+
+
+def fresh_within_time(module: dict, namespace: dict, fresh, sources: dict) -> dict:
+    """The visible scenarios run again on a fresh start (`observe.run_fresh`): [scenario,
+    seed, answer cell index] each, within a share of the time left; {} past it."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from autograder.sandbox.shell import CellTimeout
+
+    if not isinstance(fresh, list):
+        return {}
+    ipython = InteractiveShell.instance()
+    runs = []
+    for name, seed, index in (r for r in fresh if isinstance(r, list) and len(r) == 3):
+        if index in sources:
+            try:
+                runs.append((name, seed, ipython.transform_cell(sources[index])))
+            except Exception:  # noqa: BLE001 (a cell IPython cannot transform: no fresh run)
+                pass
+    left = signal.getitimer(signal.ITIMER_PROF)[0]
+    if not runs or left <= 0:
+        return {}
+    signal.setitimer(signal.ITIMER_PROF, left * FRESH_SHARE)
+    began = time.process_time()
+    try:
+        return run_fresh(module, namespace, runs)
+    except CellTimeout:
+        return {}
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, max(left - (time.process_time() - began), 1e-3))

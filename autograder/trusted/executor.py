@@ -250,6 +250,12 @@ class ForkedExecute(NbGraderPreprocessor):
         digest = session.submission(name, student, cells)
         runs = lesson.runs(secret, student, digest)
         visible = {s.name for s in lesson.scenarios if s.visible}
+        # Each visible scenario is also run on a fresh start (its exercise's answer cell run
+        # again in a copy of the notebook's names), as the test cell's own call met the answer.
+        answers = {exercise_of(cells_.labels(nb.cells[i]).get("grade_id", "")): i
+                   for i, _ in cells if cells_.labels(nb.cells[i]).get("solution")}
+        fresh = [[name, seed, answers[s.exercise]] for s in lesson.scenarios if s.visible
+                 and s.exercise in answers for name, seed in runs if name == s.name]
         # The hidden runs' seeds reach the notebook only after it has reported the visible
         # runs' outcomes (whose found values its feedback quotes).
         request = {"cells": cells, "prologue": len(prologue) if shared else 0,
@@ -258,6 +264,7 @@ class ForkedExecute(NbGraderPreprocessor):
                    "observe": {"source": lesson.student_source, "filename": "<scenarios>",
                                "runs": [r for r in runs if r[0] in visible],
                                "later": [r for r in runs if r[0] not in visible],
+                               "fresh": fresh,
                                "mistakes": False} if lesson.scenarios else None}
         run = session.host().run(request, timeout=policy.cell_seconds,
                                  budget=policy.notebook_seconds)
@@ -354,7 +361,8 @@ class ForkedExecute(NbGraderPreprocessor):
                         student_outcome = read_outcome(outcomes.get(key))
                     except ReportError:
                         student_outcome = read_outcome({"unreportable": "its report was malformed"})
-                judged.append(ScenarioRun(scenario, reference, student_outcome, wrong))
+                judged.append(ScenarioRun(scenario, reference, student_outcome, wrong,
+                                          _fresh_outcome(outcomes, key, scenario.visible)))
             checks = judge_exercise(judged)
             rows += [c.row(grade_id) for c in checks]
             # Where the run stopped at this cell (time, memory, a death), the grader's own
@@ -382,3 +390,15 @@ def host_config(policy: SandboxPolicy, preload: list[str] = ()) -> dict:
                                            "coursekit.drawing", "hypothesis",
                                            "hypothesis.strategies",
                                            *preload]))}
+
+
+def _fresh_outcome(outcomes: dict, key: str, visible: bool) -> Outcome | None:
+    """A visible scenario's outcome on a fresh start (None where there is none, or it is
+    malformed: the page then reads the later call)."""
+    raw = outcomes.get(f"{key}/fresh") if visible else None
+    if raw is None:
+        return None
+    try:
+        return read_outcome(raw)
+    except ReportError:
+        return None

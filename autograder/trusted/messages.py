@@ -380,12 +380,14 @@ def collect(events: int, control: int, request: dict, timeout: float, budget: fl
 
 def _outcomes_of(reported: Any, runs: list) -> dict:
     """Of a report's outcomes, those of `runs` (keyed "<scenario>/<seed>", and below that for
-    a mistake's); {} when the report is not a dict."""
+    a mistake's, or for the run on a fresh start, "<scenario>/<seed>/fresh"); {} when the
+    report is not a dict."""
     if not isinstance(reported, dict):
         return {}
     prefixes = {f"{name}/{seed}" for name, seed in runs}
     return {key: value for key, value in reported.items()
-            if isinstance(key, str) and key.split("/mistake/")[0] in prefixes}
+            if isinstance(key, str) and (key.split("/mistake/")[0] in prefixes or
+                                         key.endswith("/fresh") and key[:-6] in prefixes)}
 
 
 def _caps(line: bytes) -> tuple[int, int, int]:

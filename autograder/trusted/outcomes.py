@@ -384,6 +384,13 @@ def raised_text(student: Outcome, quote: bool, scenario: Scenario | None = None)
     on a visible check with `quote`, on a hidden check always, with every number left out."""
     if student.raised == "NotImplementedError":
         return "the answer raised NotImplementedError: the exercise is not answered yet"
+    if student.raised == "FullJacobianBuilt" and student.message in _guard_messages():
+        # the lesson's own guard stopped the answer: its message is the course's text
+        text = f"the lesson's guard stopped your code: “{student.message}”"
+        if student.line is not None:
+            cell = f" In [{student.cell}]" if student.cell is not None else ""
+            text += f" (line {student.line} of your cell{cell})"
+        return text
     kind = student.raised if student.raised in PYTHON_EXCEPTIONS \
         else "an exception of its own class"
     text = f"your code raised {kind}"
@@ -402,6 +409,11 @@ def raised_text(student: Outcome, quote: bool, scenario: Scenario | None = None)
     return text
 
 
+def _guard_messages() -> frozenset[str]:
+    from coursekit.jacobian_guard import refusals
+    return refusals()
+
+
 @dataclass
 class ScenarioRun:
     """One scenario of an exercise as the grader has it: the reference's outcome, the
@@ -411,3 +423,6 @@ class ScenarioRun:
     reference: Outcome
     student: Outcome
     mistakes: list[tuple[Mistake, Outcome | None]] = field(default_factory=list)
+    # A visible scenario's outcome on a fresh start, as the test cell's own call met the
+    # answer (None: not run); what the page says the test cell said is read from it.
+    fresh: Outcome | None = None

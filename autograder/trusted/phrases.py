@@ -133,6 +133,13 @@ PHRASES: dict[str, Phrase] = {
                         "these later calls", "as example_only, and state was measured"),
     "example_value": _P("{name} is the test cell example's value, whatever the inputs",
                         "the hidden check's value is the visible example's expected value"),
+    "fresh_only": _P("right on the test cell's example on a fresh start (the test cell's own "
+                     "call), wrong when the same example runs again: the results depend on "
+                     "what earlier calls left behind",
+                     "the visible scenario run on a fresh start of the answer cell passes; "
+                     "run after the test cell's call it fails",
+                     "keep nothing between calls: make every list, dict, cache and leaf "
+                     "tensor inside the function"),
     "first_call_only": _P("{name}: right on the first call only, wrong on every later call",
                           "calls A, B, B, A: the first right, the others wrong",
                           "keep nothing between calls: make every list, dict, counter and "

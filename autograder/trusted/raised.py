@@ -128,9 +128,10 @@ MESSAGES: tuple[tuple[str, str, str | None], ...] = (
     ("Mismatch in shape: grad_output",
      "the vector given to backward() has another shape than the output",
      "backward(v) takes one v of the output's shape (made like the output, not the input)"),
+    # No advice: the message tells the shape, not whether forward mode was the way to go.
     ("forward gradient that has a different size",
-     "the tangent given to jvp has another shape than the input",
-     "make it like the input x (torch.zeros_like(x)), not like the output"),
+     "the tangent given to jvp has another shape than the input: jvp takes a tangent shaped "
+     "like the input and gives J times it", None),
     ("not RemovableHandle",
      "a hook returned the handle that register_hook gives, and it took the place of a value",
      "a forward hook's return value replaces the module's output, and a lambda returns its "

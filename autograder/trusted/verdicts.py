@@ -46,14 +46,22 @@ class Check:
 
 
 def judge(scenario: Scenario, reference: Outcome, student: Outcome,
-          quote: bool = True) -> Check:
+          quote: bool = True, fresh: Outcome | None = None) -> Check:
     """The verdict on one scenario, with what was measured of a failure (no mistake named:
-    that needs the exercise's other scenarios, see `judge_exercise`)."""
+    that needs the exercise's other scenarios, see `judge_exercise`). `fresh`: the visible
+    scenario's outcome on a fresh start, as the test cell's own call met the answer."""
     problems = outcome_problems(scenario, reference, student, quote)
     check = Check(scenario.exercise, scenario.name, scenario.title, scenario.visible,
                   not problems, problems)
     if problems:
-        check.said = cell_says(scenario, reference, student)
+        # What the test cell said comes from its own call (a fresh start), never from a later
+        # call that state kept between calls may have changed.
+        check.said = cell_says(scenario, reference, fresh if fresh is not None else student)
+        if fresh is not None and fresh.observations is not None and \
+                not outcome_problems(scenario, reference, fresh):
+            fact, advice = say("fresh_only")
+            check.relations.append(fact)
+            check.hints.append(advice)
         for fact, hint in scenario_relations(scenario, reference, student):
             if fact not in check.relations:
                 check.relations.append(fact)
@@ -74,7 +82,7 @@ def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:
     checks, quoted = [], False
     for run in runs:
         quote = not quoted and run.scenario.visible and run.student.raised is not None
-        checks.append(judge(run.scenario, run.reference, run.student, quote))
+        checks.append(judge(run.scenario, run.reference, run.student, quote, run.fresh))
         quoted = quoted or quote
     for mistake in _named_mistakes(runs):
         for run, check in zip(runs, checks):
@@ -197,9 +205,31 @@ def _across_scenarios(run: ScenarioRun, runs: list[ScenarioRun]) -> list[Relatio
                 continue
             rtol, atol = run.scenario.tolerance_for(key)
             if differences(here, student[key], rtol, atol, key, True) and \
-                    not differences(value, student[key], rtol, atol, key, True):
+                    not differences(value, student[key], rtol, atol, key, True) and \
+                    (not _small_count(value) or _again_elsewhere(run, runs, key, value)):
                 out.append(say("example_value", name=key))
     return out[:2]
+
+
+def _small_count(value) -> bool:
+    """A count or flag: a wrong answer's may equal the example's by coincidence."""
+    return isinstance(value, (bool, int))
+
+
+def _again_elsewhere(run: ScenarioRun, runs: list[ScenarioRun], key: str, value) -> bool:
+    """Whether another hidden run, whose expected `key` differs from `run`'s, also found the
+    example's `value`: a count that equals the example's once may be chance, twice on
+    different expectations it is what the answer gives whatever the inputs."""
+    here = run.reference.observations.get(key)
+    for other in runs:
+        if other is run or other.scenario.visible:
+            continue
+        expected, found = other.reference.observations, other.student.observations
+        if expected is None or found is None or key not in expected or key not in found:
+            continue
+        if expected[key] != here and expected[key] != value and found[key] == value:
+            return True
+    return False
 
 
 # A scenario that calls the answer in two orders, A then B then B then A, each call on fresh

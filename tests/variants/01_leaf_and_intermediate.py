@@ -75,6 +75,22 @@ def leaf_gradients(p_values, q_values):
     return (p.grad, q.grad)
 '''),
 
+    # -------------------------------- blind review (issue 32): state kept between calls
+    # The test cell's own call is right; a later call on the same lists is not. The page must
+    # not say the test cell named a mistake (it said the example passed).
+    dict(exercise="01-ex1", name="cached-leaves-per-input", expect="fail", mistake=None,
+         source='''
+_LEAVES = {}
+def leaf_gradients(p_values, q_values):
+    key = (tuple(p_values), tuple(q_values))
+    if key not in _LEAVES:
+        _LEAVES[key] = (torch.tensor(p_values, requires_grad=True),
+                        torch.tensor(q_values, requires_grad=True))
+    p, q = _LEAVES[key]
+    r = p * q
+    (r**2 + p).sum().backward()
+    return p.grad, q.grad
+'''),
     # ------------------------------------------------------------ 01-ex2 leaves_receiving_grad
     dict(exercise="01-ex2", name="torch-equal", expect="fail", mistake="same values",
          source='''
@@ -161,6 +177,54 @@ def leaves_receiving_grad(output, named):
     return sorted(n for n, t in named.items() if any(t is leaf for leaf in leaves))
 '''),
 
+    # -------------------------------- blind review (issue 32): what no hidden graph drew
+    dict(exercise="01-ex2", name="lists-an-output-that-is-a-leaf", expect="fail", mistake="output itself was listed",
+         source='''
+def leaves_receiving_grad(output, named):
+    leaves, seen, stack = [], set(), [output.grad_fn]
+    if output.grad_fn is None and output.requires_grad:
+        leaves.append(output)
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):
+            leaves.append(node.variable)
+        stack.extend(c for c, _ in node.next_functions)
+    return sorted(n for n, t in named.items() if any(t is l for l in leaves))
+'''),
+    dict(exercise="01-ex2", name="lists-retained-intermediates", expect="fail", mistake="called retain_grad() was listed",
+         source='''
+def leaves_receiving_grad(output, named):
+    leaves, seen, stack = [], set(), [output.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):
+            leaves.append(node.variable)
+        stack.extend(c for c, _ in node.next_functions)
+    return sorted(n for n, t in named.items()
+                  if any(t is l for l in leaves) or (not t.is_leaf and t.retains_grad))
+'''),
+    dict(exercise="01-ex2", name="no-set-of-visited-nodes", expect="fail", mistake="once per path",
+         source='''
+def leaves_receiving_grad(output, named):
+    found = set()
+    def visit(node):
+        if node is None:
+            return
+        if hasattr(node, "variable"):
+            for n, t in named.items():
+                if t is node.variable:
+                    found.add(n)
+        for c, _ in node.next_functions:
+            visit(c)
+    visit(output.grad_fn)
+    return sorted(found)
+'''),
     # ------------------------------------------------------------ 01-ex3 freeze
     dict(exercise="01-ex3", name="plain-attribute", expect="fail", mistake="plain attribute",
          source='''
@@ -348,10 +412,11 @@ def leaves_receiving_grad(output, named):
 '''),
     dict(exercise="01-ex2", name="ids-of-leaves", expect="pass", mistake=None, source='''
 def leaves_receiving_grad(output, named):
-    ids, todo = set(), [output.grad_fn]
+    ids, seen, todo = set(), set(), [output.grad_fn]
     while todo:
         node = todo.pop()
-        if node is not None:
+        if node is not None and node not in seen:
+            seen.add(node)
             if hasattr(node, "variable"):
                 ids.add(id(node.variable))
             todo += [child for child, _ in node.next_functions]

@@ -70,6 +70,20 @@ def intermediate_gradient(values):
     return h.grad
 '''),
 
+    # -------------------------------- blind review (issue 32): state kept between calls
+    dict(exercise="02-ex1", name="caches-the-first-result", expect="fail", mistake=None,
+         source='''
+_RESULT = []
+def intermediate_gradient(values):
+    if _RESULT:
+        return _RESULT[0]
+    x = torch.tensor(values, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    (h**3).sum().backward()
+    _RESULT.append(h.grad)
+    return h.grad
+'''),
     # ------------------------------------------------------------ 02-ex2 collect_gradients
     dict(exercise="02-ex2", name="late-binding-lambda", expect="fail", mistake="one name",
          source='''

@@ -268,6 +268,15 @@ def sgd_in_backward(params, lr):
         handles.append(param.register_post_accumulate_grad_hook(step))
     return handles
 '''),
+    # -------------------------------- blind review (issue 32): the step keeps the storage
+    dict(exercise="03-ex3", name="assigns-param-data", expect="fail", mistake="new storage",
+         cell="got new storage", source='''
+def sgd_in_backward(params, lr):
+    def step(p):
+        p.data = p.data - lr * p.grad
+        p.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in params]
+'''),
     # ------------------------------------------------ more slips of each exercise (issue 22)
     dict(exercise="03-ex1", name="keeps-masked-entries", expect="fail", mistake="wrong way round",
          source='''

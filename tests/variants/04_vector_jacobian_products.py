@@ -69,6 +69,14 @@ def vector_jacobian_product(f, x, v):
     (f(leaf) * v).sum().backward()
     return leaf.grad
 '''),
+    # -------------------------------- blind review (issue 32): forward mode for vᵀJ
+    dict(exercise="04-ex1", name="jvp-with-v-as-tangent", expect="fail", mistake=None,
+         source='''
+from torch.func import jvp
+def vector_jacobian_product(f, x, v):
+    _, out = jvp(f, (x,), (v,))
+    return out
+'''),
     # ------------------------------------------------------------------------ 04-ex2
     dict(exercise="04-ex2", name="column-instead-of-row", expect="fail", mistake="column of J",
          source='''
@@ -126,6 +134,20 @@ def jacobian_row(f, x, i):
     out, vjp_fn = vjp(f, x)
     v = torch.nn.functional.one_hot(torch.tensor(i), out.numel()).to(out.dtype)
     return vjp_fn(v)[0]
+'''),
+    # -------------------------------- blind review (issue 32): state kept between calls
+    dict(exercise="04-ex2", name="rows-memoised-by-index", expect="fail", mistake=None,
+         source='''
+_ROWS = {}
+def jacobian_row(f, x, i):
+    if i not in _ROWS:
+        leaf = x.detach().clone().requires_grad_()
+        out = f(leaf)
+        v = torch.zeros_like(out)
+        v[i] = 1.0
+        out.backward(v)
+        _ROWS[i] = leaf.grad
+    return _ROWS[i]
 '''),
     # ------------------------------------------------------------------------ 04-ex3
     dict(exercise="04-ex3", name="row-instead-of-column", expect="fail", mistake="row of J",
@@ -276,6 +298,21 @@ def vjps_from_one_forward(f, x, vs):
     leaf = x.detach().clone().requires_grad_()
     (rows,) = torch.autograd.grad(f(leaf), leaf, vs, is_grads_batched=True)
     return rows
+'''),
+    # -------------------------------- blind review (issue 32): a count equal to the example's
+    # by chance is not told as "the test cell example's value, whatever the inputs"
+    dict(exercise="04-ex4", name="squeezes-vs", expect="fail", mistake=None,
+         source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    out = f(leaf)
+    rows = []
+    vs = vs.squeeze()
+    for v in vs:
+        g = torch.autograd.grad(out, leaf, v * torch.ones_like(out), retain_graph=True)[0] \\
+            if v.dim() == 0 else torch.autograd.grad(out, leaf, v, retain_graph=True)[0]
+        rows.append(g)
+    return torch.stack(rows)
 '''),
     # ------------------------------------------------ more slips of each exercise (issue 22)
     dict(exercise="04-ex1", name="returns-the-scalar", expect="fail", mistake=None,
