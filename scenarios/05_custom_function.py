@@ -725,7 +725,7 @@ CELL_05_EX4 = cell_checks(
                                             str),
                 lambda seen: "torch.func refused Softplus: a Function whose forward takes ctx "
                 "cannot be transformed. Write forward(x) and setup_context(ctx, inputs, "
-                "output), as in section 8." if seen.get("torch.func asks for setup_context")
+                "output), as in section 7." if seen.get("torch.func asks for setup_context")
                 else None),
     expect_tensor("grad(grad(Softplus.apply)) at each point",
                   name="grad(grad(Softplus.apply)) at each entry of x"),
@@ -815,7 +815,7 @@ class SoftplusConstantSlope(_SoftplusSavingX):
 
 @mistake("05-ex4", "torch.func refused Softplus: a Function whose forward takes ctx cannot be "
                    "transformed. Write forward(x) and setup_context(ctx, inputs, output), as in "
-                   "section 8.", replaces="Softplus")
+                   "section 7.", replaces="Softplus")
 class SoftplusWithCtxInForward(Function):
     @staticmethod
     def forward(ctx, x):
