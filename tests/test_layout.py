@@ -1,5 +1,6 @@
-"""The grader's house rules on its own code: no module in autograder/ over 500 lines, and no
-import circle among the modules of autograder/ and coursekit/ (imports in functions count)."""
+"""The grader's house rules on its own code: no module in autograder/, coursekit/ or hub/lib/ over
+500 lines, and no import circle among the modules of autograder/ and coursekit/ (imports in
+functions count)."""
 
 from __future__ import annotations
 
@@ -109,12 +110,28 @@ def test_imports_are_read_in_functions_and_relative_ones_too(tmp_path):
     assert _imported("pkg.one", tmp_path / "one.py", modules) == {"pkg.two", "pkg.three"}
 
 
-def test_no_module_of_the_grader_is_over_500_lines():
-    lengths = {str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines())
-               for path in sorted((REPO / "autograder").rglob("*.py"))}
-    over = {name: lines for name, lines in lengths.items() if lines > MAX_LINES}
+# The 500-line rule holds for the grader, the course's own library and the class hub's.
+LINE_RULED = ("autograder", "coursekit", "hub/lib")
+
+
+def _over_500_lines(root: Path, folders: tuple[str, ...]) -> dict[str, int]:
+    lengths = {str(path.relative_to(root)): len(path.read_text(encoding="utf-8").splitlines())
+               for folder in folders for path in sorted((root / folder).rglob("*.py"))}
+    return {name: lines for name, lines in lengths.items() if lines > MAX_LINES}
+
+
+def test_no_module_of_the_grader_the_course_library_or_the_hub_is_over_500_lines():
+    over = _over_500_lines(REPO, LINE_RULED)
     assert not over, "modules over 500 lines (split them by concern): " + ", ".join(
         f"{name} ({lines})" for name, lines in over.items())
+
+
+def test_a_hub_module_over_500_lines_is_reported(tmp_path):
+    (tmp_path / "hub" / "lib" / "coursehub").mkdir(parents=True)
+    (tmp_path / "hub" / "lib" / "coursehub" / "long.py").write_text("x = 1\n" * 501)
+    (tmp_path / "coursekit").mkdir()
+    (tmp_path / "coursekit" / "short.py").write_text("x = 1\n" * 500)
+    assert _over_500_lines(tmp_path, LINE_RULED) == {"hub/lib/coursehub/long.py": 501}
 
 
 def test_no_import_circle_among_the_packages():
