@@ -84,6 +84,6 @@ c.Exchange.assignment_dir = COURSE_ROOT
 # Collect copies only regular files a student owns, never through a link, bounded, takes the
 # submission's time from the exchange's clock (not the folder's name), and skips (and names) a
 # submission it refuses; Release Feedback goes on past a student it cannot serve
-# (autograder/intake/exchange.py).
-c.ExchangeFactory.collect = "autograder.intake.exchange.SafeCollect"
-c.ExchangeFactory.release_feedback = "autograder.intake.exchange.SafeReleaseFeedback"
+# (autograder/nbgrader_glue/exchange.py).
+c.ExchangeFactory.collect = "autograder.nbgrader_glue.exchange.SafeCollect"
+c.ExchangeFactory.release_feedback = "autograder.nbgrader_glue.exchange.SafeReleaseFeedback"

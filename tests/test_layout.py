@@ -190,8 +190,6 @@ GRADEBOOK_OUTSIDE_GLUE = {
     "submissions) in one session with the copies it makes into submitted/",
     "autograder.dispatch.cluster_checks": "checks a cluster worker's returned record against "
     "the command's gradebook and writes it in the same session",
-    "autograder.intake.exchange": "nbgrader's own exchange steps, subclassed (to move into "
-    "nbgrader_glue/exchange.py with the rest of the intake's nbgrader code)",
     "autograder.report.class_report": "the report's per-cell fallback reads grades with "
     "SQLAlchemy queries across assignments, in one session",
     "coursehub.students": "the class hub's service adds its accounts to the gradebook",

@@ -203,7 +203,7 @@ class Steps:
         its folder's name gives, which SafeCollect keeps in timestamp_claimed.txt)."""
         from nbgrader.utils import parse_utc
 
-        from autograder.intake.exchange import CLAIMED_FILE, utc_text
+        from autograder.nbgrader_glue.exchange import CLAIMED_FILE, utc_text
 
         path = self.settings.course_dir / "submitted" / entry.student / entry.lesson / \
             CLAIMED_FILE
