@@ -8,8 +8,8 @@ import pytest
 from nbformat import v4
 
 from autograder.trusted.run import Run
-from autograder.trusted.notes import (CHECK_ENAME, verdict_outputs as _verdict_outputs,
-                                      withhold_hidden_checks)
+from autograder.grader_notes import CHECK_ENAME, withhold_hidden_checks
+from autograder.trusted.notes import verdict_outputs as _verdict_outputs
 from autograder.feedback.render import WithholdHiddenChecks
 from autograder.trusted.verdicts import Check
 

@@ -46,8 +46,8 @@ from autograder.feedback.cleaning import (clean_html, clean_markdown_html, clean
 from autograder.feedback.once import say_once
 from autograder.nbgrader_glue.patches import quick_html_export
 from autograder.release import NAV_TAG
-from autograder.trusted.notes import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
-                                      ansi_red as _ansi_red, withhold_hidden_checks)
+from autograder.grader_notes import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
+                                     ansi_red as _ansi_red, withhold_hidden_checks)
 
 # Errors the grader writes itself: their one-line traceback is a message for the student.
 _OWN_ERRORS = {TIMEOUT_ENAME, DEAD_ENAME, NOT_RUN_ENAME}
