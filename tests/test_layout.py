@@ -1,6 +1,7 @@
 """The grader's house rules on its own code: no module in autograder/, coursekit/ or hub/lib/ over
-500 lines, and no import circle among the modules of autograder/ and coursekit/ (imports in
-functions count)."""
+500 lines, no import circle among the modules of autograder/ and coursekit/ (imports in
+functions count), imports that run only downward along the grader's stages, and the fences of
+the trust boundary and of nbgrader's glue."""
 
 from __future__ import annotations
 
@@ -291,3 +292,80 @@ def test_cell_labels_are_read_in_one_module():
     assert found == sorted(LABELS_OUTSIDE_GLUE), (
         "read a cell's nbgrader labels with autograder.nbgrader_glue.cells (or list the module "
         f"here with its reason): {sorted(set(found) ^ set(LABELS_OUTSIDE_GLUE))}")
+
+
+# The stages of the grader, lowest first: a module imports only modules of its own stage or
+# below, so that each stage can be read, tested and trusted without the ones above it. The
+# ground floor holds what every stage uses and that uses no stage (coursekit is the course's own
+# library, which never imports the grader). A new folder or top-level module gets its stage here.
+STAGES = (
+    ("autograder", "autograder.text", "autograder.units", "autograder.grader_notes",
+     "autograder.protocol", "coursekit"),
+    ("autograder.sandbox",),
+    ("autograder.runner",),
+    ("autograder.release",),
+    ("autograder.intake",),
+    ("autograder.nbgrader_glue",),
+    ("autograder.feedback", "autograder.report"),
+    ("autograder.tasks",),
+    ("autograder.trusted",),
+    ("autograder.plan", "autograder.course_records", "autograder.outputs"),
+    ("autograder.dispatch",),
+    # The resident grader runs the grading command (`__main__`) in its warm process.
+    ("autograder.grading", "autograder.execute", "autograder.demo", "autograder.__main__",
+     "autograder.dispatch.resident"),
+)
+# The imports that run upward, each with why it stays.
+UPWARD = {
+    ("autograder.intake.validate", "autograder.nbgrader_glue.patches"):
+        "checks a notebook's labels with nbgrader's validator, and imports the patches first so "
+        "that jsonschema is imported the quicker way",
+    ("autograder.nbgrader_glue.inproc", "autograder.feedback.render"):
+        "builds nbgrader's feedback pass with the course's own feedback steps and HTML exporter "
+        "(until those steps live in the glue, one file each)",
+}
+
+
+def _stage(name: str) -> int | None:
+    """The stage of module `name` (the one whose longest prefix names it), or None."""
+    matches = [(len(prefix), index) for index, prefixes in enumerate(STAGES)
+               for prefix in prefixes if _within(name, (prefix,))]
+    return max(matches)[1] if matches else None
+
+
+def _upward(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for name, path in modules.items():
+        for target in sorted(_imported(name, path, modules)):
+            if _stage(target) > _stage(name) and (name, target) not in UPWARD:
+                found.append(f"{name} imports {target}")
+    return found
+
+
+def test_every_module_has_a_stage():
+    unplaced = sorted(name for name in _modules() if _stage(name) is None)
+    assert not unplaced, f"give these modules a stage in tests/test_layout.py STAGES: {unplaced}"
+
+
+def test_imports_run_only_downward_along_the_stages():
+    upward = _upward(_modules())
+    assert not upward, ("imports that run upward along the stages (move the code a stage down, "
+                        "or list the import in UPWARD with its reason): " + "; ".join(upward))
+
+
+def test_every_upward_import_let_through_still_exists():
+    modules = _modules()
+    gone = [pair for pair in UPWARD
+            if pair[0] not in modules or pair[1] not in _imported(pair[0], modules[pair[0]],
+                                                                     modules)]
+    assert not gone, f"take these off UPWARD, they no longer import upward: {gone}"
+
+
+def test_a_feedback_module_that_imports_the_judging_side_runs_upward(tmp_path):
+    (tmp_path / "once.py").write_text("from autograder.trusted.verdicts import Check\n")
+    (tmp_path / "verdicts.py").write_text("from autograder.text import one_line\n")
+    (tmp_path / "text.py").write_text("")
+    modules = {"autograder.feedback.once": tmp_path / "once.py",
+               "autograder.trusted.verdicts": tmp_path / "verdicts.py",
+               "autograder.text": tmp_path / "text.py"}
+    assert _upward(modules) == ["autograder.feedback.once imports autograder.trusted.verdicts"]
