@@ -37,7 +37,7 @@ def run_one(func, uses: tuple[str, ...], namespace: dict, seed: int,
         kwargs[name] = value
     try:
         result = func(**kwargs, rng=generator(seed))
-    except (Exception, SystemExit) as err:  # any failure of the answer is an outcome
+    except (Exception, SystemExit) as err:  # noqa: BLE001 (any failure of the answer is an outcome)
         name, where = type(err).__name__, _cell_line(sys.exc_info()[2])
         try:
             message = str(err)[:300]
