@@ -7,7 +7,7 @@ from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOu
                                     DeduplicateIds, GetGrades, OverwriteKernelspec)
 
 import autograder
-from autograder.feedback.render import HideTestTracebacks
+from autograder.nbgrader_glue.hide_test_tracebacks import HideTestTracebacks
 from autograder.nbgrader_glue.locked_cells import RestoreLockedCells
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)

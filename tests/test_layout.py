@@ -199,8 +199,7 @@ NBGRADER_OUTSIDE_GLUE = {
     **GRADEBOOK_OUTSIDE_GLUE,
     "autograder.trusted.executor": "ForkedExecute is an nbgrader preprocessor (Execute replaced)",
     "autograder.release": "the release's own steps are nbgrader preprocessors",
-    "autograder.feedback.render": "the feedback's steps are nbgrader preprocessors and read "
-    "its cell flags",
+    "autograder.feedback.render": "finds nbgrader's feedback template in its package",
     "autograder.feedback.head": "finds nbgrader's feedback template in its package",
     "autograder.intake.validate": "checks a notebook's grading labels with nbgrader's own "
     "metadata validator before nbgrader reads it",
@@ -321,8 +320,7 @@ UPWARD = {
         "checks a notebook's labels with nbgrader's validator, and imports the patches first so "
         "that jsonschema is imported the quicker way",
     ("autograder.nbgrader_glue.inproc", "autograder.feedback.render"):
-        "builds nbgrader's feedback pass with the course's own feedback steps and HTML exporter "
-        "(until those steps live in the glue, one file each)",
+        "gives nbgrader's feedback pass the course's HTML exporter (the page is feedback's)",
 }
 
 
@@ -369,3 +367,4 @@ def test_a_feedback_module_that_imports_the_judging_side_runs_upward(tmp_path):
                "autograder.trusted.verdicts": tmp_path / "verdicts.py",
                "autograder.text": tmp_path / "text.py"}
     assert _upward(modules) == ["autograder.feedback.once imports autograder.trusted.verdicts"]
+

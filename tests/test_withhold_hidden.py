@@ -10,7 +10,7 @@ from nbformat import v4
 from autograder.trusted.run import Run
 from autograder.grader_notes import CHECK_ENAME, withhold_hidden_checks
 from autograder.trusted.notes import verdict_outputs as _verdict_outputs
-from autograder.feedback.render import WithholdHiddenChecks
+from autograder.nbgrader_glue.withhold_hidden_checks import WithholdHiddenChecks
 from autograder.trusted.verdicts import Check
 
 pytestmark = pytest.mark.fast
