@@ -368,3 +368,26 @@ def test_a_feedback_module_that_imports_the_judging_side_runs_upward(tmp_path):
                "autograder.text": tmp_path / "text.py"}
     assert _upward(modules) == ["autograder.feedback.once imports autograder.trusted.verdicts"]
 
+
+# The course's conventions (where it is, its start page, which folders are lessons, how a
+# lesson's title is written) are defined in coursekit/course.py, which the release, the lab and
+# the hub import; a module that defines one of them again fails here.
+CONVENTIONS = ("COURSE_ROOT", "START_PAGE", "LESSON_HEADING", "lessons_in", "heading_title")
+
+
+def _conventions_defined(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for name, path in modules.items():
+        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+            targets = ([t.id for t in node.targets if isinstance(t, ast.Name)]
+                       if isinstance(node, ast.Assign) else
+                       [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [])
+            found += [f"{name} defines {target}" for target in targets if target in CONVENTIONS]
+    return found
+
+
+def test_the_course_conventions_are_defined_once():
+    defined = _conventions_defined({**_modules(), **_hub_modules()})
+    assert defined == [f"coursekit.course defines {c}" for c in CONVENTIONS], (
+        "import the course's conventions from coursekit.course instead of defining them again: "
+        + "; ".join(d for d in defined if not d.startswith("coursekit.course ")))
