@@ -203,8 +203,8 @@ NBGRADER_OUTSIDE_GLUE = {
     "autograder.feedback.head": "finds nbgrader's feedback template in its package",
     "autograder.intake.validate": "checks a notebook's grading labels with nbgrader's own "
     "metadata validator before nbgrader reads it",
-    "autograder.plan": "reads a timestamp.txt with nbgrader's own date parser",
-    "coursehub.submitsteps": "reads a timestamp.txt with nbgrader's own date parser",
+    "coursehub.submitsteps": "runs nbgrader's collect and release_feedback for the hub's "
+    "submissions in its own process (exchange_steps)",
 }
 
 
