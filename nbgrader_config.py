@@ -3,11 +3,14 @@
 import os
 
 import nbgrader
-from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput,
-                                    DeduplicateIds, GetGrades, OverwriteKernelspec)
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests,
+                                    ClearOutput, DeduplicateIds, Execute, GetGrades,
+                                    IgnorePattern, LimitOutput, OverwriteKernelspec,
+                                    SaveAutoGrades)
 
 import autograder
-from autograder.feedback.render import HideTestTracebacks
+from autograder.nbgrader_glue.hide_test_tracebacks import HideTestTracebacks
 from autograder.nbgrader_glue.locked_cells import RestoreLockedCells
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
@@ -45,6 +48,17 @@ c.IgnorePattern.pattern = r"(UserWarning|FutureWarning|DeprecationWarning)"
 # default list, with that one step replaced.
 c.Autograde.sanitize_preprocessors = [
     ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreLockedCells, CheckCellMetadata,
+]
+# The autograde pass after it: nbgrader's default list, written out so that both pipelines (this
+# one and the feedback pass below) can be read here. The grading command (`python -m autograder
+# grade`) runs the same lists with these changes (nbgrader_glue/inproc.py): DropFreeMetadata
+# first in the sanitising pass, Execute replaced by the sandbox's ForkedExecute
+# (trusted/executor.py), SaveAutoGrades by SaveAutoGradesOnce, and this pass's CheckCellMetadata
+# left out when the sanitising pass made the same check; in the feedback pass, WithholdHiddenChecks
+# last when hidden checks are withheld (before a deadline).
+c.Autograde.autograde_preprocessors = [
+    Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
 ]
 
 # Feedback shows the student's notebook with scores, without the hidden tests' source: the
@@ -84,6 +98,6 @@ c.Exchange.assignment_dir = COURSE_ROOT
 # Collect copies only regular files a student owns, never through a link, bounded, takes the
 # submission's time from the exchange's clock (not the folder's name), and skips (and names) a
 # submission it refuses; Release Feedback goes on past a student it cannot serve
-# (autograder/intake/exchange.py).
-c.ExchangeFactory.collect = "autograder.intake.exchange.SafeCollect"
-c.ExchangeFactory.release_feedback = "autograder.intake.exchange.SafeReleaseFeedback"
+# (autograder/nbgrader_glue/exchange.py).
+c.ExchangeFactory.collect = "autograder.nbgrader_glue.exchange.SafeCollect"
+c.ExchangeFactory.release_feedback = "autograder.nbgrader_glue.exchange.SafeReleaseFeedback"

@@ -224,7 +224,7 @@ def plan_tasks(found: list[Submission], chosen: list[str], specs: dict, lesson_i
 def _timestamp_file(submission: Submission) -> tuple[str | None, str | None]:
     """nbgrader's timestamp.txt beside a notebook in its layout (<student>/<lesson>/), when it
     holds a time nbgrader reads (else a note saying it was ignored), and None without one."""
-    from nbgrader.utils import parse_utc
+    from autograder.nbgrader_glue.exchange import nbgrader_time
 
     folder = submission.path.parent
     stamp = folder / "timestamp.txt"
@@ -232,7 +232,7 @@ def _timestamp_file(submission: Submission) -> tuple[str | None, str | None]:
     if not (in_lesson_folder and stamp.is_file() and not stamp.is_symlink()):
         return None, None
     try:
-        parse_utc(read_regular(stamp, MAX_TIMESTAMP_BYTES).decode("utf-8").strip())
+        nbgrader_time(read_regular(stamp, MAX_TIMESTAMP_BYTES).decode("utf-8").strip())
     except Exception:  # noqa: BLE001 (ValueError, OverflowError, a file past the limit, ...)
         return None, ("Its timestamp.txt was ignored: it holds no submission time as nbgrader "
                       "writes one (no late penalty was computed from it).")

@@ -27,14 +27,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from coursekit.course import COURSE_ROOT, START_PAGE, heading_title, lessons_in
 from coursekit.lab import course_intro
 from coursekit.notebook import parse_cell_id
 
-COURSE_ROOT = Path(__file__).resolve().parent.parent
-START_PAGE = "START-HERE.md"
 RUN_ON = "raises-exception"
 NAV_TAG = "course-navigation"
-_TITLE = re.compile(r"^#\s+Lesson\s+(\d+)\s*[—–-]\s*(.+?)\s*$", re.M)
 _HEADING = re.compile(r"^(#{2,4})\s*Exercise\s+(\d+)\b(.*)$", re.M)
 _TOP_LEVEL_STUB = re.compile(r"^raise NotImplementedError\(\)", re.M)
 
@@ -91,17 +89,13 @@ class ReleaseError(Exception):
 
 def lessons(root: Path = COURSE_ROOT) -> list[str]:
     """Names of the lessons: the folders of solutions/ that hold a notebook of the same name."""
-    return _lessons_in(root / "solutions")
-
-
-def _lessons_in(source: Path) -> list[str]:
-    return sorted(p.name for p in source.iterdir() if (p / f"{p.name}.ipynb").is_file())
+    return lessons_in(root / "solutions")
 
 
 def lesson_titles(source: Path) -> tuple[list[str], dict[str, tuple[str, str]]]:
     """The lessons of the instructor notebooks' folder `source`, in order, and each one's
     (number, title)."""
-    order = _lessons_in(source)
+    order = lessons_in(source)
     titles = {lesson: lesson_title(json.loads(
         (source / lesson / f"{lesson}.ipynb").read_text(encoding="utf-8")), lesson)
         for lesson in order}
@@ -166,11 +160,9 @@ def _nbgrader(cell: dict) -> dict:
 
 def lesson_title(notebook: dict, name: str) -> tuple[str, str]:
     """(number, title) from the lesson's "# Lesson 01 — Title" heading."""
-    for cell in notebook["cells"]:
-        if cell["cell_type"] == "markdown":
-            match = _TITLE.search(_source(cell))
-            if match:
-                return match[1].zfill(2), match[2]
+    found = heading_title(notebook)
+    if found is not None:
+        return found
     raise ReleaseError(f"{name}: no heading '# Lesson NN — Title' in a markdown cell; the "
                        "navigation between lessons needs it.")
 

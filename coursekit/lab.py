@@ -32,15 +32,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from coursekit.course import COURSE_ROOT, START_PAGE, heading_title
 from coursekit.progress import exercise_results, progress_line
 
-COURSE_ROOT = Path(__file__).resolve().parent.parent
-START_PAGE = "START-HERE.md"
 STATE = Path(".coursekit") / "state.json"
 LAB_STATE = Path(".coursekit") / "lab"
 BACKUPS = "backups"
 _LESSON_NAME = re.compile(r"^\d{2}_[a-z0-9_]+$")
-_TITLE = re.compile(r"^#\s+Lesson\s+(\d+)\s*[—–-]\s*(.+?)\s*$", re.M)
 _TABLE_ROW = re.compile(r"^\|\s*`(\d{2}_[a-z0-9_]+)`\s*\|\s*(.+?)\s*\|\s*$", re.M)
 
 # JupyterLab settings a student starts with (kept in work/.coursekit/lab/settings; a setting the
@@ -90,18 +88,11 @@ def lesson_names(root: Path = COURSE_ROOT) -> list[str]:
 
 def lesson_title(notebook: dict, fallback: str) -> tuple[str, str]:
     """(number, title) from a lesson's "# Lesson 01 — Title" heading."""
-    for cell in notebook.get("cells", []):
-        if cell.get("cell_type") == "markdown":
-            match = _TITLE.search(_source(cell))
-            if match:
-                return match[1].zfill(2), match[2]
+    found = heading_title(notebook)
+    if found is not None:
+        return found
     number = fallback[:2]
     return number, fallback[3:].replace("_", " ").capitalize()
-
-
-def _source(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
 
 
 def _read_json(path: Path) -> dict:

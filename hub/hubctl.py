@@ -5,7 +5,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 
-from coursehub.ctl import main  # noqa: E402
+from coursehub.ctl import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,7 +8,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 
-from coursehub import hubconfig, settings  # noqa: E402
+from coursehub import hubconfig, settings
 
 c = get_config()  # noqa: F821 (provided by JupyterHub when it loads this file)
 hubconfig.configure(c, settings.load())

@@ -228,7 +228,7 @@ c.CourseDirectory.root = {root!r}
 c.CourseDirectory.course_id = "autograd-hooks"
 c.CourseDirectory.db_url = "sqlite:///" + {root!r} + "/gradebook.db"
 c.Exchange.root = {exchange!r}
-c.ExchangeFactory.collect = "autograder.intake.exchange.SafeCollect"
+c.ExchangeFactory.collect = "autograder.nbgrader_glue.exchange.SafeCollect"
 c.SafeCollect.inbound_layout = "per-student"
 """
 

@@ -247,7 +247,7 @@ def test_collect_reads_no_more_than_its_bounds(tmp_path):
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
 
-    from autograder.intake.exchange import SafeCollect
+    from autograder.nbgrader_glue.exchange import SafeCollect
 
     inbound = tmp_path / "exchange" / COURSE_ID / "inbound"
     files = {"honest": {f"{LESSON}.ipynb": 900},

@@ -85,9 +85,9 @@ def test_a_not_a_number_found_is_said_so():
 from nbformat import from_dict, v4  # noqa: E402
 
 from autograder.feedback.once import NOT_GRADED_AGAIN, say_once  # noqa: E402
-from autograder.trusted.notes import (CHECK_ENAME, WITHHELD_NOTE, not_graded_output,  # noqa: E402
-                                      not_run_output, verdict_outputs,
-                                      withhold_hidden_checks)
+from autograder.grader_notes import (CHECK_ENAME, WITHHELD_NOTE,  # noqa: E402
+                                     not_graded_output, withhold_hidden_checks)
+from autograder.trusted.notes import not_run_output, verdict_outputs  # noqa: E402
 from autograder.trusted.run import Run  # noqa: E402
 from autograder.trusted.verdicts import Check  # noqa: E402
 

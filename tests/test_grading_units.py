@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
 import fixture_course
 
 from autograder.__main__ import memory_size
-from autograder.feedback.render import HideTestTracebacks
+from autograder.nbgrader_glue.hide_test_tracebacks import HideTestTracebacks
 from autograder.outputs import Progress
 from autograder.intake.collect import collect, pick_newest, recognise_lesson
 from autograder.intake.validate import check, read_notebook

@@ -14,7 +14,7 @@ import pytest
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder.intake.exchange import SafeCollect
+from autograder.nbgrader_glue.exchange import SafeCollect
 from conftest import COURSE_ROOT, LESSONS, read_notebook, student_path
 from coursekit.lab import course_intro, lesson_title
 
@@ -142,9 +142,9 @@ def test_student_and_instructor_configs(tmp_path, monkeypatch):
     assert student.Execute.on_cell_start is validation_cell_started
     instructor = _load(COURSE_ROOT / "hub" / "jupyter" / "instructor" / "nbgrader_config.py")
     assert instructor.CourseDirectory.root == "/the/course"
-    assert instructor.ExchangeFactory.collect == "autograder.intake.exchange.SafeCollect"
+    assert instructor.ExchangeFactory.collect == "autograder.nbgrader_glue.exchange.SafeCollect"
     assert instructor.ExchangeFactory.release_feedback == \
-        "autograder.intake.exchange.SafeReleaseFeedback"
+        "autograder.nbgrader_glue.exchange.SafeReleaseFeedback"
 
 
 @pytest.mark.parametrize("lesson", [LESSON, LESSONS[-1]])

@@ -1,5 +1,7 @@
-"""The grader's house rules on its own code: no module in autograder/ over 500 lines, and no
-import circle among the modules of autograder/ and coursekit/ (imports in functions count)."""
+"""The grader's house rules on its own code: no module in autograder/, coursekit/ or hub/lib/ over
+500 lines, no import circle among the modules of autograder/ and coursekit/ (imports in
+functions count), imports that run only downward along the grader's stages, and the fences of
+the trust boundary and of nbgrader's glue."""
 
 from __future__ import annotations
 
@@ -109,12 +111,28 @@ def test_imports_are_read_in_functions_and_relative_ones_too(tmp_path):
     assert _imported("pkg.one", tmp_path / "one.py", modules) == {"pkg.two", "pkg.three"}
 
 
-def test_no_module_of_the_grader_is_over_500_lines():
-    lengths = {str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines())
-               for path in sorted((REPO / "autograder").rglob("*.py"))}
-    over = {name: lines for name, lines in lengths.items() if lines > MAX_LINES}
+# The 500-line rule holds for the grader, the course's own library and the class hub's.
+LINE_RULED = ("autograder", "coursekit", "hub/lib")
+
+
+def _over_500_lines(root: Path, folders: tuple[str, ...]) -> dict[str, int]:
+    lengths = {str(path.relative_to(root)): len(path.read_text(encoding="utf-8").splitlines())
+               for folder in folders for path in sorted((root / folder).rglob("*.py"))}
+    return {name: lines for name, lines in lengths.items() if lines > MAX_LINES}
+
+
+def test_no_module_of_the_grader_the_course_library_or_the_hub_is_over_500_lines():
+    over = _over_500_lines(REPO, LINE_RULED)
     assert not over, "modules over 500 lines (split them by concern): " + ", ".join(
         f"{name} ({lines})" for name, lines in over.items())
+
+
+def test_a_hub_module_over_500_lines_is_reported(tmp_path):
+    (tmp_path / "hub" / "lib" / "coursehub").mkdir(parents=True)
+    (tmp_path / "hub" / "lib" / "coursehub" / "long.py").write_text("x = 1\n" * 501)
+    (tmp_path / "coursekit").mkdir()
+    (tmp_path / "coursekit" / "short.py").write_text("x = 1\n" * 500)
+    assert _over_500_lines(tmp_path, LINE_RULED) == {"hub/lib/coursehub/long.py": 501}
 
 
 def test_no_import_circle_among_the_packages():
@@ -173,8 +191,6 @@ GRADEBOOK_OUTSIDE_GLUE = {
     "submissions) in one session with the copies it makes into submitted/",
     "autograder.dispatch.cluster_checks": "checks a cluster worker's returned record against "
     "the command's gradebook and writes it in the same session",
-    "autograder.intake.exchange": "nbgrader's own exchange steps, subclassed (to move into "
-    "nbgrader_glue/exchange.py with the rest of the intake's nbgrader code)",
     "autograder.report.class_report": "the report's per-cell fallback reads grades with "
     "SQLAlchemy queries across assignments, in one session",
     "coursehub.students": "the class hub's service adds its accounts to the gradebook",
@@ -183,13 +199,12 @@ NBGRADER_OUTSIDE_GLUE = {
     **GRADEBOOK_OUTSIDE_GLUE,
     "autograder.trusted.executor": "ForkedExecute is an nbgrader preprocessor (Execute replaced)",
     "autograder.release": "the release's own steps are nbgrader preprocessors",
-    "autograder.feedback.render": "the feedback's steps are nbgrader preprocessors and read "
-    "its cell flags",
+    "autograder.feedback.render": "finds nbgrader's feedback template in its package",
     "autograder.feedback.head": "finds nbgrader's feedback template in its package",
     "autograder.intake.validate": "checks a notebook's grading labels with nbgrader's own "
     "metadata validator before nbgrader reads it",
-    "autograder.plan": "reads a timestamp.txt with nbgrader's own date parser",
-    "coursehub.submitsteps": "reads a timestamp.txt with nbgrader's own date parser",
+    "coursehub.submitsteps": "runs nbgrader's collect and release_feedback for the hub's "
+    "submissions in its own process (exchange_steps)",
 }
 
 
@@ -276,3 +291,103 @@ def test_cell_labels_are_read_in_one_module():
     assert found == sorted(LABELS_OUTSIDE_GLUE), (
         "read a cell's nbgrader labels with autograder.nbgrader_glue.cells (or list the module "
         f"here with its reason): {sorted(set(found) ^ set(LABELS_OUTSIDE_GLUE))}")
+
+
+# The stages of the grader, lowest first: a module imports only modules of its own stage or
+# below, so that each stage can be read, tested and trusted without the ones above it. The
+# ground floor holds what every stage uses and that uses no stage (coursekit is the course's own
+# library, which never imports the grader). A new folder or top-level module gets its stage here.
+STAGES = (
+    ("autograder", "autograder.text", "autograder.units", "autograder.grader_notes",
+     "autograder.protocol", "coursekit"),
+    ("autograder.sandbox",),
+    ("autograder.runner",),
+    ("autograder.release",),
+    ("autograder.intake",),
+    ("autograder.nbgrader_glue",),
+    ("autograder.feedback", "autograder.report"),
+    ("autograder.tasks",),
+    ("autograder.trusted",),
+    ("autograder.plan", "autograder.course_records", "autograder.outputs"),
+    ("autograder.dispatch",),
+    # The resident grader runs the grading command (`__main__`) in its warm process.
+    ("autograder.grading", "autograder.execute", "autograder.demo", "autograder.__main__",
+     "autograder.dispatch.resident"),
+)
+# The imports that run upward, each with why it stays.
+UPWARD = {
+    ("autograder.intake.validate", "autograder.nbgrader_glue.patches"):
+        "checks a notebook's labels with nbgrader's validator, and imports the patches first so "
+        "that jsonschema is imported the quicker way",
+    ("autograder.nbgrader_glue.inproc", "autograder.feedback.render"):
+        "gives nbgrader's feedback pass the course's HTML exporter (the page is feedback's)",
+}
+
+
+def _stage(name: str) -> int | None:
+    """The stage of module `name` (the one whose longest prefix names it), or None."""
+    matches = [(len(prefix), index) for index, prefixes in enumerate(STAGES)
+               for prefix in prefixes if _within(name, (prefix,))]
+    return max(matches)[1] if matches else None
+
+
+def _upward(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for name, path in modules.items():
+        for target in sorted(_imported(name, path, modules)):
+            if _stage(target) > _stage(name) and (name, target) not in UPWARD:
+                found.append(f"{name} imports {target}")
+    return found
+
+
+def test_every_module_has_a_stage():
+    unplaced = sorted(name for name in _modules() if _stage(name) is None)
+    assert not unplaced, f"give these modules a stage in tests/test_layout.py STAGES: {unplaced}"
+
+
+def test_imports_run_only_downward_along_the_stages():
+    upward = _upward(_modules())
+    assert not upward, ("imports that run upward along the stages (move the code a stage down, "
+                        "or list the import in UPWARD with its reason): " + "; ".join(upward))
+
+
+def test_every_upward_import_let_through_still_exists():
+    modules = _modules()
+    gone = [pair for pair in UPWARD
+            if pair[0] not in modules or pair[1] not in _imported(pair[0], modules[pair[0]],
+                                                                     modules)]
+    assert not gone, f"take these off UPWARD, they no longer import upward: {gone}"
+
+
+def test_a_feedback_module_that_imports_the_judging_side_runs_upward(tmp_path):
+    (tmp_path / "once.py").write_text("from autograder.trusted.verdicts import Check\n")
+    (tmp_path / "verdicts.py").write_text("from autograder.text import one_line\n")
+    (tmp_path / "text.py").write_text("")
+    modules = {"autograder.feedback.once": tmp_path / "once.py",
+               "autograder.trusted.verdicts": tmp_path / "verdicts.py",
+               "autograder.text": tmp_path / "text.py"}
+    assert _upward(modules) == ["autograder.feedback.once imports autograder.trusted.verdicts"]
+
+
+# The course's conventions (where it is, its start page, which folders are lessons, how a
+# lesson's title is written) are defined in coursekit/course.py, which the release, the lab and
+# the hub import; a module that defines one of them again fails here.
+CONVENTIONS = ("COURSE_ROOT", "START_PAGE", "LESSON_HEADING", "lessons_in", "heading_title")
+
+
+def _conventions_defined(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for name, path in modules.items():
+        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+            targets = ([t.id for t in node.targets if isinstance(t, ast.Name)]
+                       if isinstance(node, ast.Assign) else
+                       [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [])
+            found += [f"{name} defines {target}" for target in targets if target in CONVENTIONS]
+    return found
+
+
+def test_the_course_conventions_are_defined_once():
+    defined = _conventions_defined({**_modules(), **_hub_modules()})
+    assert defined == [f"coursekit.course defines {c}" for c in CONVENTIONS], (
+        "import the course's conventions from coursekit.course instead of defining them again: "
+        + "; ".join(d for d in defined if not d.startswith("coursekit.course ")))

@@ -66,7 +66,7 @@ def test_one_commit_writes_what_a_commit_per_cell_writes(course):
     from sqlalchemy import event
     from sqlalchemy.orm import Session
 
-    from autograder.nbgrader_glue.steps import SaveAutoGradesOnce
+    from autograder.nbgrader_glue.save_auto_grades_once import SaveAutoGradesOnce
 
     root, config = course
     commits: list[str] = []
@@ -92,7 +92,7 @@ def test_the_metadata_check_is_left_out_only_when_the_sanitising_pass_made_it(co
     from traitlets.config import Config
 
     from autograder.nbgrader_glue.inproc import autograde_preprocessors
-    from autograder.nbgrader_glue.steps import SaveAutoGradesOnce
+    from autograder.nbgrader_glue.save_auto_grades_once import SaveAutoGradesOnce
 
     _, config = course
     names = [getattr(s, "__name__", s) for s in autograde_preprocessors(config, FirstTestFails)]

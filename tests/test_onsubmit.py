@@ -339,7 +339,7 @@ def name_of(student: str) -> str:
 
 
 def test_late_is_judged_by_the_collected_timestamp(tmp_path):
-    from autograder.intake.exchange import utc_text
+    from autograder.nbgrader_glue.exchange import utc_text
     from coursehub.onsubmit import submitted_after
 
     deadline = datetime.datetime(2027, 2, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -520,7 +520,7 @@ def test_the_deadline_becomes_the_gradebooks_due_date_and_a_later_submission_is_
         hub_course):
     from nbgrader.api import Gradebook
 
-    from autograder.intake.exchange import utc_text
+    from autograder.nbgrader_glue.exchange import utc_text
     from coursehub.onsubmit import Entry, Steps
 
     deadline = datetime.datetime(2027, 2, 1, 12, 0, tzinfo=datetime.timezone.utc)

@@ -121,7 +121,7 @@ def _collected(steps: Steps, entry_name: str) -> None:
     """What SafeCollect leaves for the submission it took: the time its folder's name gives."""
     from nbgrader.utils import parse_utc
 
-    from autograder.intake.exchange import CLAIMED_FILE, utc_text
+    from autograder.nbgrader_glue.exchange import CLAIMED_FILE, utc_text
 
     student, lesson, claimed, _ = entry_name.split("+")
     folder = steps.settings.course_dir / "submitted" / student / lesson

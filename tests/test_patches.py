@@ -187,11 +187,11 @@ def test_every_patch_keeps_the_librarys_own(owner, attribute, tmp_path):
 
 
 def test_internals_save_auto_grades_once_repeats():
-    """steps.SaveAutoGradesOnce repeats SaveAutoGrades.preprocess and turns the commits of its
+    """save_auto_grades_once.SaveAutoGradesOnce repeats SaveAutoGrades.preprocess and turns the commits of its
     `_add_score` and `_add_comment` (through `self.gradebook.db`) into one."""
     from nbgrader.preprocessors import SaveAutoGrades
 
-    name = "SaveAutoGradesOnce (nbgrader_glue/steps.py)"
+    name = "SaveAutoGradesOnce (nbgrader_glue/save_auto_grades_once.py)"
     assert_unchanged(name, SaveAutoGrades, "7b0810cdd99384f5")
     for method in (SaveAutoGrades._add_score, SaveAutoGrades._add_comment):
         assert "self.gradebook.db.commit()" in inspect.getsource(method), (

@@ -8,9 +8,9 @@ import pytest
 from nbformat import v4
 
 from autograder.trusted.run import Run
-from autograder.trusted.notes import (CHECK_ENAME, verdict_outputs as _verdict_outputs,
-                                      withhold_hidden_checks)
-from autograder.feedback.render import WithholdHiddenChecks
+from autograder.grader_notes import CHECK_ENAME, withhold_hidden_checks
+from autograder.trusted.notes import verdict_outputs as _verdict_outputs
+from autograder.nbgrader_glue.withhold_hidden_checks import WithholdHiddenChecks
 from autograder.trusted.verdicts import Check
 
 pytestmark = pytest.mark.fast

@@ -18,8 +18,8 @@ from traitlets.config import Config
 from autograder.release import nbgrader_command, nbgrader_env
 from autograder.tasks import GradingOptions
 from autograder.trusted import status
-from autograder.trusted.notes import (CHECKS_STOPPED, CHECKS_STOPPED_ENAME, DEAD_ENAME,
-                                      NOT_RUN_ENAME, TIMEOUT_ENAME)
+from autograder.grader_notes import (CHECKS_STOPPED, CHECKS_STOPPED_ENAME, DEAD_ENAME,
+                                     NOT_RUN_ENAME, TIMEOUT_ENAME)
 from autograder.trusted.status import RunOutcome
 
 _MEMORY_WORDS = ("can't allocate memory", "not enough memory", "DefaultCPUAllocator",

@@ -19,8 +19,8 @@ import re
 from nbformat import NotebookNode
 
 from autograder.nbgrader_glue import cells
-from autograder.trusted.notes import (CHECK_ENAME, NOT_RUN_ENAME, WITHHELD_NOTE, ansi_red,
-                                      not_graded_output)
+from autograder.grader_notes import (CHECK_ENAME, NOT_RUN_ENAME, WITHHELD_NOTE, ansi_red,
+                                     not_graded_output)
 
 _SUMMARY = re.compile(r"^Exercise (\S+): \d+ of \d+ (?:checks|visible examples) passed\b")
 _CHECK = re.compile(r"^([✓✗]) (?:visible example|hidden check): (.*)$")

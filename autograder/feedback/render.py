@@ -1,9 +1,8 @@
 """Feedback for students: nbgrader's page without hidden tests, safe to open, and offline.
 
-nbgrader's ClearHiddenTests removes the hidden tests from the cells' source, but the traceback
-of a failing hidden test still shows the lines around the failure, hidden or not.
-`HideTestTracebacks` (run before ClearHiddenTests) reduces every error in a test cell to its
-last line, `ExceptionName: message`, which says what went wrong without the test's code.
+The course's own steps of nbgrader's feedback pass are one file each in nbgrader_glue/:
+hide_test_tracebacks.py (before ClearHiddenTests) and withhold_hidden_checks.py (before a
+deadline).
 
 `FeedbackHTMLExporter` writes the page (nbgrader's GenerateFeedback uses it through
 nbgrader_config.py, and so does `python -m autograder grade`), from nbgrader's feedback
@@ -29,11 +28,8 @@ from pathlib import Path
 
 from nbconvert.exporters.html import HTMLExporter, contextfilter
 from nbformat import NotebookNode
-from traitlets import Bool, Unicode
 
 import nbgrader
-from nbgrader import utils
-from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.feedback import head
 from autograder.feedback.budget import (CODE_CELL_CHARS, CODE_NOTEBOOK_CHARS,
@@ -46,45 +42,6 @@ from autograder.feedback.cleaning import (clean_html, clean_markdown_html, clean
 from autograder.feedback.once import say_once
 from autograder.nbgrader_glue.patches import quick_html_export
 from autograder.release import NAV_TAG
-from autograder.trusted.notes import (DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
-                                      ansi_red as _ansi_red, withhold_hidden_checks)
-
-# Errors the grader writes itself: their one-line traceback is a message for the student.
-_OWN_ERRORS = {TIMEOUT_ENAME, DEAD_ENAME, NOT_RUN_ENAME}
-
-
-def _short_traceback(output: NotebookNode) -> list[str]:
-    if output.get("ename") in _OWN_ERRORS and len(output.get("traceback", [])) == 1:
-        return list(output.traceback)
-    ename, evalue = output.get("ename", "Error"), output.get("evalue", "")
-    return [f"{_ansi_red(ename)}: {evalue}" if evalue else _ansi_red(ename)]
-
-
-class HideTestTracebacks(NbGraderPreprocessor):
-    """Reduce the tracebacks in test cells (and cells with hidden tests) to their last line."""
-
-    begin_test_delimeter = Unicode("BEGIN HIDDEN TESTS").tag(config=True)
-
-    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
-        if cell.cell_type != "code":
-            return cell, resources
-        if utils.is_grade(cell) or self.begin_test_delimeter in cell.source:
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    output.traceback = _short_traceback(output)
-        return cell, resources
-
-
-class WithholdHiddenChecks(NbGraderPreprocessor):
-    """Before a deadline: test cells' verdicts without the hidden checks' results
-    (executor.withhold_hidden_checks); on only when `enabled` (grade --withhold-hidden-checks)."""
-
-    enabled = Bool(False).tag(config=True)
-
-    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
-        if self.enabled and cell.cell_type == "code" and utils.is_grade(cell):
-            withhold_hidden_checks(cell)
-        return cell, resources
 
 
 def write_notice(path: Path, *, student: str, lesson: str, status: str, reason: str,

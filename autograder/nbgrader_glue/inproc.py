@@ -176,7 +176,7 @@ def autograde_preprocessors(config: Config, executor) -> list:
     known before it runs."""
     from nbgrader.converters import Autograde
 
-    from autograder.nbgrader_glue.steps import SaveAutoGradesOnce
+    from autograder.nbgrader_glue.save_auto_grades_once import SaveAutoGradesOnce
 
     traits = Autograde.class_traits()
     configured = config.Autograde.get("autograde_preprocessors") \
@@ -198,7 +198,7 @@ def autograde(config: Config, student: str, lesson: str, preprocessors: list | N
     from nbgrader.converters import Autograde
 
     from autograder.intake.validate import count_problem
-    from autograder.nbgrader_glue.steps import DropFreeMetadata
+    from autograder.nbgrader_glue.drop_free_metadata import DropFreeMetadata
 
     course = coursedir(config, assignment_id=lesson, student_id=student)
     # nbgrader parses every notebook of the submission's folder whole: each is counted first
@@ -223,7 +223,8 @@ def feedback_preprocessors(config: Config) -> list:
     from nbgrader.converters import GenerateFeedback
     from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
-    from autograder.feedback.render import HideTestTracebacks, WithholdHiddenChecks
+    from autograder.nbgrader_glue.hide_test_tracebacks import HideTestTracebacks
+    from autograder.nbgrader_glue.withhold_hidden_checks import WithholdHiddenChecks
 
     configured = list(config.GenerateFeedback.get("preprocessors")
                       or GenerateFeedback.class_traits()["preprocessors"].default()

@@ -78,7 +78,8 @@ def checks_of(result) -> list[dict]:
     checks = _field(result, "checks", None) or []
     rows = []
     for check in checks:
-        get = (lambda key, c=check: _field(c, key))
+        def get(key: str, c=check):
+            return _field(c, key)
         exercise = get("exercise")
         if not exercise:
             continue

@@ -14,8 +14,8 @@ the payload: first its cells, then, once it has reported its last cell's end, th
 to observe (`{"cells": ...}`, then `{"observe": ...}`), and, when that says there are more,
 once it has reported the first runs' outcomes ("observed"), the later runs (`{"runs": ...}`:
 the hidden scenarios, whose seeds are in no object of the process before then). For each
-request it forks a process that confines itself (`autograder.sandbox.confine`), runs the cells,
-then the requested scenarios, reporting each on the events pipe (`autograder.sandbox.shell`);
+request it forks a process (`autograder.sandbox.notebook`) that confines itself, runs the
+cells, then the requested scenarios, reporting each on the events pipe;
 on the control pipe the host says which process it forked ("forked") and how it ended
 ("exited", with "oom" when its cgroup ran out of memory).
 
@@ -42,9 +42,9 @@ from collections import OrderedDict
 
 from autograder import protocol
 from autograder.sandbox import shell
-from autograder.sandbox.observe import fresh_within_time, load_module, run_scenarios
-from autograder.sandbox.confine import confine, die_with_parent
+from autograder.sandbox.confine import die_with_parent
 from autograder.sandbox.limits import TREE_POLL_SECONDS, Cgroup, ProcessTree
+from autograder.sandbox.notebook import notebook_main
 from autograder.sandbox.policy import SandboxPolicy
 
 MAX_ZYGOTES = 2
@@ -166,7 +166,7 @@ def spawn(host: Host, request: dict, events: int, control: int, payload: int,
     diag = socket.socketpair() if host.sandbox and cgroup is None else None
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the notebook's process, measured through the tests)
-        _notebook_main(host, request, events, payload, cgroup, forked_from_zygote,
+        notebook_main(host, request, events, payload, cgroup, forked_from_zygote,
                        diag[1].detach() if diag else None)
     if diag:
         diag[1].close()
@@ -224,91 +224,6 @@ def _pidfd(pid: int) -> int | None:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):  # Linux before 5.3
         return None
-
-
-def _read_line(fd: int) -> dict:
-    """One JSON line from the payload pipe (the grader writes it when it is time)."""
-    data = bytearray()
-    while not data.endswith(b"\n"):
-        chunk = os.read(fd, protocol.READ_BYTES)
-        if not chunk:
-            break
-        data += chunk
-    return json.loads(bytes(data)) if data.strip() else {}
-
-
-def _notebook_main(host: Host, request: dict, events: int, payload: int, cgroup,
-                   forked_from_zygote: bool, diag: int | None = None) -> None:
-    code = 0
-    try:
-        die_with_parent()  # nor a notebook its host or zygote
-        shell.close_inherited((events, payload) + ((diag,) if diag is not None else ()))
-        channel = shell.Channel(events)
-        if host.sandbox:
-            confine(host.policy, host.root(), request.get("files_from"), cgroup, diag)
-        else:
-            os.setsid()
-            workdir = tempfile.mkdtemp(prefix="autograder-nosandbox-")
-            if request.get("files_from"):
-                import shutil
-                shutil.copytree(request["files_from"], workdir, dirs_exist_ok=True)
-            os.chdir(workdir)
-            import resource
-            if host.address_space > 0:
-                resource.setrlimit(resource.RLIMIT_AS, (host.address_space, host.address_space))
-        os.environ.clear()
-        os.environ.update(host.policy.env())
-        tempfile.tempdir = None  # found again, from TMPDIR
-        shell.enter_process(host.threads)
-        captures = shell.capture_output()
-        shell.enter_folder(os.getcwd())
-        timeout = float(request["timeout"])
-        cells = [tuple(c) for c in _read_line(payload).get(protocol.PAYLOAD_CELLS, [])]
-        cells = cells[int(request["skip"]):]
-        outcome = shell.run_here(cells, channel, timeout, int(request["max_lines"]), captures)
-        observe = None
-        if outcome == "ok":
-            channel.send({"event": protocol.CELLS_DONE})
-            # Sent only now, by the grader.
-            observe = _read_line(payload).get(protocol.PAYLOAD_OBSERVE)
-        if outcome == "ok" and observe:
-            shell._recorder = None  # nothing printed from here on is reported
-            channel.send({"event": protocol.OBSERVING})
-            module = load_module(observe["source"], observe.get("filename", "<scenarios>"))
-            from IPython.core.interactiveshell import InteractiveShell
-            namespace = InteractiveShell.instance().user_ns
-            mistakes = bool(observe.get("mistakes"))
-            signal.setitimer(signal.ITIMER_PROF, timeout)  # one limit for both phases
-            try:
-                outcomes = run_scenarios(module, namespace, [tuple(r) for r in observe["runs"]],
-                                         mistakes=mistakes)
-                outcomes.update(fresh_within_time(module, namespace, observe.get("fresh"),
-                                                   dict(cells)))
-                if observe.get("more"):
-                    # The later runs (the hidden scenarios) and their seeds come only once the
-                    # first runs' outcomes are reported: no answer called before could find them.
-                    channel.send({"event": protocol.OBSERVED, "outcomes": outcomes})
-                    later = _read_line(payload).get(protocol.PAYLOAD_RUNS) or []
-                    outcomes = run_scenarios(module, namespace, [tuple(r) for r in later],
-                                             mistakes=mistakes)
-            except shell.CellTimeout:  # the answers' CPU time ran out (one cell's limit)
-                outcomes = None
-            finally:
-                signal.setitimer(signal.ITIMER_PROF, 0)
-            channel.send({"event": protocol.OBSERVATIONS, "outcomes": outcomes}
-                         if outcomes is not None else {"event": protocol.OBSERVING_TIMED_OUT})
-        channel.send({"event": protocol.END})
-    except BaseException:  # noqa: BLE001 (report anything, then leave)
-        code = 70
-        try:
-            os.write(events, (json.dumps({"event": protocol.CRASH,
-                                          "detail": traceback.format_exc()
-                                          [-protocol.MAX_CRASH_CHARS:]})
-                              + "\n").encode())
-        except OSError:
-            pass
-    finally:
-        os._exit(code)
 
 
 class Zygote:
@@ -394,7 +309,7 @@ def _zygote_main(host: Host, prologue: list, request: dict, scratch: str,
             resource.setrlimit(resource.RLIMIT_AS, (host.address_space, host.address_space))
         # One thread: torch's OpenMP pool does not survive fork(), and a notebook forked from
         # a zygote whose pool had started hangs at its first parallel operation. Each notebook
-        # takes its share of the cores after the fork (_notebook_main).
+        # takes its share of the cores after the fork (sandbox/notebook.py).
         shell.enter_process(1)
         captures = shell.capture_output()
         shell.enter_folder(scratch)

@@ -39,7 +39,7 @@ def run_one(func, uses: tuple[str, ...], namespace: dict, seed: int,
         kwargs[name] = value
     try:
         result = func(**kwargs, rng=generator(seed))
-    except (Exception, SystemExit) as err:  # any failure of the answer is an outcome
+    except (Exception, SystemExit) as err:  # noqa: BLE001 (any failure of the answer is an outcome)
         name, where = type(err).__name__, _cell_line(sys.exc_info()[2])
         try:
             message = str(err)[:300]
@@ -108,8 +108,9 @@ def run_fresh(module: dict, namespace: dict, fresh: list[tuple[str, int, str]]) 
             continue
         copy = dict(namespace)
         try:
-            exec(compile(source, "<fresh answer cell>", "exec"), copy)  # noqa: S102 (the
-        except (Exception, SystemExit):  # student's own cell, in its own sandbox)
+            # the student's own cell, again, in its own sandbox
+            exec(compile(source, "<fresh answer cell>", "exec"), copy)  # noqa: S102
+        except (Exception, SystemExit):  # noqa: BLE001 (a cell that fails has no fresh start)
             continue
         out[f"{name}/{seed}/fresh"] = run_one(scenario.func, scenario.uses, copy, seed)
     return out

@@ -357,7 +357,7 @@ def enter_folder(cwd: str, previous: str | None = None) -> None:
         sys.path.insert(0, cwd)
 
 
-def run_here(cells: list[tuple[int, str]], channel: _Channel, timeout: float, max_lines: int,
+def run_here(cells: list[tuple[int, str]], channel: Channel, timeout: float, max_lines: int,
               captures: dict) -> str:
     """Run `cells` in this process's shell, reporting each; return ok, timeout or exit."""
     global _recorder

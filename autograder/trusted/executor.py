@@ -39,15 +39,15 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from coursekit.notebook import exercise_of
 
+from autograder.grader_notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME,
+                                     checks_stopped_output, not_graded_output)
 from autograder.nbgrader_glue import cells as cells_
 from autograder.sandbox.policy import SandboxPolicy
 from autograder.text import one_line
 from autograder.trusted.domains import add_domain_line, declared
 from autograder.trusted.messages import collect
-from autograder.trusted.notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME, checks_stopped,
-                                      checks_stopped_output, died_detail, died_output,
-                                      not_graded_output, not_run_output, oom_output,
-                                      timeout_output, verdict_outputs)
+from autograder.trusted.notes import (checks_stopped, died_detail, died_output, not_run_output,
+                                      oom_output, timeout_output, verdict_outputs)
 from autograder.trusted.outputs import MAX_KEPT_OUTPUT_BYTES, within
 from autograder.trusted.payload import Payload
 from autograder.trusted.run import Run

@@ -156,7 +156,7 @@ def read_outcome(raw: Any) -> Outcome:
         return _read_outcome(raw)
     except ReportError:
         raise
-    except Exception as err:  # noqa: BLE001 (a report shaped to break the reading)
+    except Exception as err:  # a report shaped to break the reading
         raise ReportError("a scenario report is malformed") from err
 
 

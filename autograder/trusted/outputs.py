@@ -14,7 +14,7 @@ from typing import Any
 
 from autograder import protocol
 from autograder.text import one_line
-from autograder.trusted.notes import GRADER_ENAMES
+from autograder.grader_notes import GRADER_ENAMES
 
 # Of a notebook's outputs, the grader keeps this much in its autograded notebook and feedback
 # (a lesson's own outputs, figures included, are under 2 MiB).

@@ -59,7 +59,7 @@ _QUOTABLE_WHOLE = [re.compile(pattern) for pattern in (
     rf"'{_TYPE}' object is not (?:callable|iterable|subscriptable)",
     rf"(?P<function>[a-z_]{{1,30}})\(\): argument '(?:input|other|self|tensor|tensors|mask|"
     rf"value|size)' \(position {_N}\) must be {_TYPE}, not {_TYPE}",
-    rf"expected scalar type [A-Za-z0-9]{{1,12}} but found [A-Za-z0-9]{{1,12}}",
+    r"expected scalar type [A-Za-z0-9]{1,12} but found [A-Za-z0-9]{1,12}",
     r"only one element tensors can be converted to Python scalars",
     r"Boolean value of Tensor with more than one value is ambiguous",
     r"Can't call numpy\(\) on Tensor that requires grad\. Use tensor\.detach\(\)\.numpy\(\) "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from nbformat import NotebookNode
 
-from autograder.trusted.notes import CHECKS_STOPPED, checks_stopped_text
+from autograder.grader_notes import CHECKS_STOPPED, checks_stopped_text
 from autograder.nbgrader_glue import cells
 from autograder.units import GiB
 

@@ -14,10 +14,10 @@ if not os.path.isfile(COURSE_CONFIG):
     raise FileNotFoundError(f"the class's course folder has no nbgrader_config.py: {COURSE_CONFIG}")
 load_subconfig(COURSE_CONFIG)  # noqa: F821
 
-# The course's own Collect and Release Feedback (autograder/intake/exchange.py), whatever the course
-# folder's configuration says.
-c.ExchangeFactory.collect = "autograder.intake.exchange.SafeCollect"
-c.ExchangeFactory.release_feedback = "autograder.intake.exchange.SafeReleaseFeedback"
+# The course's own Collect and Release Feedback (autograder/nbgrader_glue/exchange.py),
+# whatever the course folder's configuration says.
+c.ExchangeFactory.collect = "autograder.nbgrader_glue.exchange.SafeCollect"
+c.ExchangeFactory.release_feedback = "autograder.nbgrader_glue.exchange.SafeReleaseFeedback"
 # The formgrader's Generate makes the lessons `make release` makes (navigation, points in the
 # headings, Run All past an unanswered exercise): the course's release step comes last.
 c.GenerateAssignment.preprocessors = [

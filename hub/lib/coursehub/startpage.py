@@ -16,10 +16,10 @@ from pathlib import Path
 
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
+from coursekit.course import START_PAGE, lessons_in
 from coursekit.lab import course_intro, lesson_title
 from coursekit.progress import exercise_results, progress_line
 
-START_PAGE = "START-HERE.md"
 ASSIGNMENTS = "**Nbgrader ▸ Assignment List**"
 
 
@@ -34,7 +34,7 @@ def _notebook(path: Path) -> dict | None:
 
 def _lessons_in(folder: Path) -> list[str]:
     try:
-        return [p.name for p in folder.iterdir() if (p / f"{p.name}.ipynb").is_file()]
+        return lessons_in(folder)
     except OSError:
         return []
 

@@ -201,15 +201,13 @@ class Steps:
     def collected(self, entry: Entry) -> bool:
         """Whether the submission collected for the student's lesson is `entry`'s (by the time
         its folder's name gives, which SafeCollect keeps in timestamp_claimed.txt)."""
-        from nbgrader.utils import parse_utc
-
-        from autograder.intake.exchange import CLAIMED_FILE, utc_text
+        from autograder.nbgrader_glue.exchange import CLAIMED_FILE, nbgrader_time, utc_text
 
         path = self.settings.course_dir / "submitted" / entry.student / entry.lesson / \
             CLAIMED_FILE
         try:
             return read_small(str(path), 1024).strip() == \
-                utc_text(parse_utc(claimed_time(entry.name)))
+                utc_text(nbgrader_time(claimed_time(entry.name)))
         except (OSError, Refused, ValueError, OverflowError):
             return False
 

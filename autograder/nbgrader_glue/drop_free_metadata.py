@@ -1,47 +1,10 @@
-"""nbgrader's autograding steps as the grading command runs them, where they differ from
-nbgrader's own: `SaveAutoGradesOnce` writes a notebook's grades in one transaction, and
-`DropFreeMetadata` keeps only Jupyter's and nbgrader's metadata before anything else runs."""
+"""`DropFreeMetadata`, the course's first step of nbgrader's sanitising pass: a notebook's and
+its cells' metadata keep only Jupyter's fields and nbgrader's before anything else runs."""
 
 from __future__ import annotations
 
 from nbformat import from_dict
-from nbgrader.api import Gradebook
-from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
-
-
-class _CommitAtEnd:
-    """A gradebook session whose `commit` only flushes; `commit_now` commits."""
-
-    def __init__(self, session) -> None:
-        self._session = session
-
-    def commit(self) -> None:
-        self._session.flush()
-
-    def commit_now(self) -> None:
-        self._session.commit()
-
-    def __getattr__(self, name: str):
-        return getattr(self._session, name)
-
-
-class SaveAutoGradesOnce(SaveAutoGrades):
-    """nbgrader's SaveAutoGrades with one commit per notebook instead of one per cell's grade
-    and comment: each commit writes (and syncs) the gradebook file, most of this step's time,
-    and nothing reads the gradebook before the step ends (the same grades are written)."""
-
-    def preprocess(self, nb, resources):
-        self.notebook_id = resources["nbgrader"]["notebook"]
-        self.assignment_id = resources["nbgrader"]["assignment"]
-        self.student_id = resources["nbgrader"]["student"]
-        self.db_url = resources["nbgrader"]["db_url"]
-        self.gradebook = Gradebook(self.db_url)
-        with self.gradebook:
-            session = self.gradebook.db = _CommitAtEnd(self.gradebook.db)
-            nb, resources = super(SaveAutoGrades, self).preprocess(nb, resources)
-            session.commit_now()
-        return nb, resources
-
+from nbgrader.preprocessors import NbGraderPreprocessor
 
 # What a notebook's metadata may keep for grading: Jupyter's own fields and nbgrader's. Anything
 # else a student's file carries (free fields of any size and nesting) never reaches the steps

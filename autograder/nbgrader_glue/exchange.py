@@ -61,6 +61,12 @@ def utc_text(moment: datetime.datetime) -> str:
     return moment.strftime(TIMESTAMP_FORMAT)
 
 
+def nbgrader_time(text: str) -> datetime.datetime:
+    """The time in `text` as nbgrader reads a timestamp.txt (its own parser); ValueError or
+    OverflowError when it holds none."""
+    return parse_utc(text)
+
+
 class SafeCollect(ExchangeCollect):
     """nbgrader's ExchangeCollect (0.9.6), trusting nothing a student wrote (module docstring)."""
 
