@@ -18,7 +18,7 @@ from coursekit.practice import (deep_mlp, make_shapes, replaced_outputs, shape_c
 from coursekit.scenarios import (cell_checks, count_calls, expect_equal, expect_tensor,
                                  expect_true, mistake, scenario)
 
-domain("07-ex1", "random multilayer perceptrons (up to more than nine Linear layers), a small "
+domain("07-ex1", "random multilayer perceptrons (2 to 13 Linear layers), a small "
                  "CNN, Linear layers under any names with other modules named fc…, a batch "
                  "of one; steepest_drop on dicts of 10 to 14 norms named fc1… or 0, 1, …")
 domain("07-ex2", "float32, float64 and int64 saved tensors, thresholds around their sizes, pack "
