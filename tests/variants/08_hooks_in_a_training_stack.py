@@ -184,6 +184,11 @@ def attach_grad_monitor(model, scaler):
          relation="half the expected values", source=_bucket_hook(
              result="work.get_future().then(\n"
                     "        lambda future: future.value()[0] / dist.get_world_size())")),
+    # the work's Future returned as it is: its value is a list of tensors, and torch fails an
+    # internal assert ("isPyObject") rather than naming the Future (a blind reviewer's answer)
+    dict(exercise="08-ex3", name="future-of-a-list", expect="fail",
+         cell="a process failed over the hook's result",
+         source=_bucket_hook(result="work.get_future()")),
     # two processes in the test cell, any number in a real run
     dict(exercise="08-ex3", name="divides-by-two", expect="fail", mistake=None,
          source=_bucket_hook().replace("dist.get_world_size()", "2")),
