@@ -22,7 +22,8 @@ domain("07-ex1", "random multilayer perceptrons (2 to 13 Linear layers), a small
                  "CNN, Linear layers under any names with other modules named fc…, a batch "
                  "of one; steepest_drop on dicts of 10 to 14 norms named fc1… or 0, 1, …")
 domain("07-ex2", "float32, float64 and int64 saved tensors, thresholds around their sizes, pack "
-                 "and unpack called directly, two sets of hooks called in two orders")
+                 "and unpack called directly, two sets of hooks called in two orders, two sets "
+                 "made before either is used")
 domain("07-ex3", "random multilayer perceptrons and a small CNN with random lr and weight_decay, "
                  "two models with settings of their own, a layer used twice in one forward "
                  "pass, backward(create_graph=True)")
@@ -689,6 +690,26 @@ def float16_in_two_orders(float16_hooks, rng):
         return _counts(counts)
 
     return _two_orders("counts after one forward pass", lambda: call(0), lambda: call(1))
+
+
+@scenario("07-ex2", uses=["float16_hooks"],
+          title="two sets of hooks, both made before either is used")
+def float16_made_before_use(float16_hooks, rng):
+    # Each set keeps its own threshold: an answer that keeps min_elements where the next call
+    # of float16_hooks overwrites it (a module-level name) passes every check that uses one
+    # set before making the next.
+    rows, columns = _size(rng, 2, 6), _size(rng, 4, 30)
+    x = torch.randn(rows, columns, generator=rng)
+    w = torch.randn(columns, 3, generator=rng)
+    sets = {"the first set (min_elements above every size)": float16_hooks(
+                min_elements=x.numel() + w.numel() + rows * 3 + 1),
+            "the second set (min_elements=1)": float16_hooks(min_elements=1)}
+    observed = {}
+    for label, (pack, unpack, counts) in sets.items():
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            torch.tanh(x.clone().requires_grad_() @ w.clone().requires_grad_()).sum()
+        observed[f"counts of {label}"] = _counts(counts)
+    return observed
 
 
 @mistake("07-ex2", "Every floating-point tensor was converted: tensors with fewer than "

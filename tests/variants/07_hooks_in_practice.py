@@ -440,6 +440,31 @@ def float16_hooks(min_elements):
 
     return pack, unpack, counts
 '''),
+    # The threshold kept where the next call of float16_hooks overwrites it (a blind
+    # reviewer's answer): every check that used one set before making the next passed it.
+    dict(exercise="07-ex2", name="threshold-in-a-module-level-list", expect="fail",
+         mistake=None, source='''
+_MIN = [0]
+
+
+def float16_hooks(min_elements):
+    _MIN[0] = min_elements
+    counts = {"received": 0, "stored": 0}
+
+    def pack(tensor):
+        stored = tensor
+        if tensor.is_floating_point() and tensor.numel() >= _MIN[0]:
+            stored = tensor.to(torch.float16)
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+
+    def unpack(packed):
+        dtype, stored = packed
+        return stored.to(dtype)
+
+    return pack, unpack, counts
+'''),
     # ------------------------------------------------------------------ 07-ex3
     dict(exercise="07-ex3", name="sgd-objects", expect="fail", mistake="optimizer object",
          source='''
