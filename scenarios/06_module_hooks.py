@@ -23,7 +23,7 @@ domain("06-ex2", "models with repeated cells, a shared activation and an unused 
 domain("06-ex3", "random networks blocked at a middle layer, a network in eval mode, a residual "
                  "block whose gate branch is blocked, a module of two inputs, a first layer "
                  "whose input needs no gradient, two modules of one network blocked and one "
-                 "block lifted")
+                 "block lifted, a block of several layers blocked as one and lifted")
 
 
 def _randomise(model, rng, scale=0.5):
@@ -646,6 +646,31 @@ def block_middle_layer(block_gradient, rng):
     observed = {"x.grad": x.grad, "net[0].weight.grad": net[0].weight.grad,
                 "net[4].weight.grad": net[4].weight.grad,
                 f"hooks on net[{target}]": _hooks_on(net[target]),
+                "handle has remove()": hasattr(handle, "remove")}
+    if hasattr(handle, "remove"):
+        handle.remove()
+        x.grad = None
+        net.zero_grad()
+        net(x).pow(2).sum().backward()
+        observed["x.grad after handle.remove()"] = x.grad
+    return observed
+
+
+@scenario("06-ex3", uses=["block_gradient"],
+          title="a block of several layers (a container) blocked as one, then lifted")
+def block_container(block_gradient, rng):
+    # The hook goes on the block itself: the layers inside it still get their gradients (only
+    # what leaves the block's input is zero), and removing the one handle lifts the block.
+    a, b, c = _size(rng, 2, 5), _size(rng, 2, 6), _size(rng, 1, 4)
+    inner = nn.Sequential(nn.Linear(b, b), nn.Tanh(), nn.Linear(b, b))
+    net = _randomise(nn.Sequential(nn.Linear(a, b), nn.Tanh(), inner, nn.Tanh(),
+                                   nn.Linear(b, c)), rng)
+    x = torch.randn(_size(rng, 1, 4), a, generator=rng, requires_grad=True)
+    handle = block_gradient(net[2])
+    net(x).pow(2).sum().backward()
+    observed = {"x.grad": x.grad, "net[0].weight.grad": net[0].weight.grad,
+                "net[2][0].weight.grad (inside the blocked block)": inner[0].weight.grad,
+                "net[4].weight.grad": net[4].weight.grad,
                 "handle has remove()": hasattr(handle, "remove")}
     if hasattr(handle, "remove"):
         handle.remove()

@@ -589,4 +589,14 @@ def block_gradient(module):
     _BLOCKS.append(module.register_full_backward_hook(hook))
     return _BLOCKS[-1]
 '''),
+    # The block registered on every module inside the blocked one too (a blind reviewer's
+    # answer): the same as the reference on a single layer, not on a block of several.
+    dict(exercise="06-ex3", name="blocks-every-submodule", expect="fail", mistake=None,
+         source='''
+def block_gradient(module):
+    def hook(m, grad_input, grad_output):
+        return tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
+    handles = [m.register_full_backward_hook(hook) for m in module.modules()]
+    return handles[0]
+'''),
 ]
