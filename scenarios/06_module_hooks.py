@@ -633,6 +633,17 @@ CELL_06_EX3 = cell_checks(
                 "net[0]'s own weights should still get their gradient."))
 
 
+def _after_lifting(handle, net, x, observed):
+    """`observed` with x's gradient after the block's handle was removed (if it can be)."""
+    if hasattr(handle, "remove"):
+        handle.remove()
+        x.grad = None
+        net.zero_grad()
+        net(x).pow(2).sum().backward()
+        observed["x.grad after handle.remove()"] = x.grad
+    return observed
+
+
 @scenario("06-ex3", uses=["block_gradient"],
           title="blocking a middle layer of a random network")
 def block_middle_layer(block_gradient, rng):
@@ -647,13 +658,7 @@ def block_middle_layer(block_gradient, rng):
                 "net[4].weight.grad": net[4].weight.grad,
                 f"hooks on net[{target}]": _hooks_on(net[target]),
                 "handle has remove()": hasattr(handle, "remove")}
-    if hasattr(handle, "remove"):
-        handle.remove()
-        x.grad = None
-        net.zero_grad()
-        net(x).pow(2).sum().backward()
-        observed["x.grad after handle.remove()"] = x.grad
-    return observed
+    return _after_lifting(handle, net, x, observed)
 
 
 @scenario("06-ex3", uses=["block_gradient"],
@@ -672,13 +677,7 @@ def block_container(block_gradient, rng):
                 "net[2][0].weight.grad (inside the blocked block)": inner[0].weight.grad,
                 "net[4].weight.grad": net[4].weight.grad,
                 "handle has remove()": hasattr(handle, "remove")}
-    if hasattr(handle, "remove"):
-        handle.remove()
-        x.grad = None
-        net.zero_grad()
-        net(x).pow(2).sum().backward()
-        observed["x.grad after handle.remove()"] = x.grad
-    return observed
+    return _after_lifting(handle, net, x, observed)
 
 
 @scenario("06-ex3", uses=["block_gradient"], title="a network in eval mode")
