@@ -31,7 +31,7 @@ def _colour(label: str) -> str:
 
 def plot_hook_order(events: Sequence[str], *, ax: Axes | None = None,
                     title: str | None = None) -> Axes:
-    """Draw `events` (labels recorded in the order the hooks ran) as numbered boxes, top to bottom.
+    """Draw `events` (the steps of a backward pass, in the order they ran) as numbered boxes.
 
     A label that mentions "tensor", "retain_grad", "node" or "post-accumulate" gets that colour.
     """
@@ -54,5 +54,5 @@ def plot_hook_order(events: Sequence[str], *, ax: Axes | None = None,
     if title:
         ax.set_title(title)
     steps = "; ".join(f"{step + 1}. {label}" for step, label in enumerate(events))
-    describe(ax, f"{title + ': ' if title else ''}the hooks in the order they ran, {steps}")
+    describe(ax, f"{title + ': ' if title else ''}the steps in the order they ran, {steps}")
     return ax

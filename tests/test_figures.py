@@ -112,7 +112,7 @@ def test_the_formatter_survives_the_inline_backend_set_up():
 
 def test_the_course_plots_describe_their_data():
     ax = plot_hook_order(["tensor hook on z", "Node AccumulateGrad"], title="order")
-    assert figures.alt_text(ax.figure) == ("order: the hooks in the order they ran, "
+    assert figures.alt_text(ax.figure) == ("order: the steps in the order they ran, "
                                            "1. tensor hook on z; 2. Node AccumulateGrad")
     ax = plot_jacobian(torch.tensor([[1.0, 0.5], [0.0, -2.0]]), highlight_row=1)
     assert figures.alt_text(ax.figure) == (
