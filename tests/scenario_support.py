@@ -263,3 +263,24 @@ def cell_words_gap(exercise: str, name: str) -> str | None:
     return CELL_WORDS_GAPS.get((exercise, name)) or (
         "its lesson declares no cell checks yet"
         if name in CELL_WORDS_NOT_YET.get(exercise, ()) else None)
+
+
+def visible_problems(lesson: str, exercise: str, namespace: dict, answer: str) -> list[str]:
+    """What the visible scenario of `exercise` finds wrong on a fresh start of the answer cell
+    `answer` (as the test cell's own call met it), compared with the reference's run."""
+    from autograder.trusted.outcomes import outcome_problems
+
+    scenarios, _ = collect(scenario_module(lesson))
+    runs, reference = _reference_and_mistakes(lesson, exercise, (11, 12))
+    out = []
+    for scenario in scenarios:
+        if scenario.exercise != exercise or not scenario.visible:
+            continue
+        key = f"{scenario.name}/0"
+        fresh = run_fresh(sandbox_module(lesson), namespace, [(scenario.name, 0, answer)])
+        found = fresh.get(f"{key}/fresh")
+        if found is None:
+            found = run_scenarios(sandbox_module(lesson), namespace, [(scenario.name, 0)])[key]
+        out += [f"{scenario.name}: {problem}" for problem in outcome_problems(
+            scenario, read_outcome(reference[key]), read_outcome(found))]
+    return out

@@ -405,6 +405,26 @@ def test_a_test_cell_never_says_passed_for_an_answer_grading_fails(lesson):
     assert not valid_failed, valid_failed
 
 
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_a_test_cell_that_passes_an_answer_passes_its_visible_check(lesson):
+    """One judge: the visible check re-runs the test cell's example, so an answer that the
+    cell lets through is right on the visible check too, read on a fresh start as the cell's
+    own call met it (07-ex2: a cell that never called unpack on the int64 tensor its visible
+    check unpacks passed an unpack that always gives float32; the page marked the example
+    failed)."""
+    passed_cell_failed_visible = []
+    for variant in variants(lesson):
+        namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+        ran, _ = support.run_test_cell(lesson, variant["exercise"], namespace)
+        if not ran:
+            continue
+        problems = support.visible_problems(lesson, variant["exercise"], namespace,
+                                            variant["source"])
+        if problems:
+            passed_cell_failed_visible.append((variant["name"], problems[:2]))
+    assert not passed_cell_failed_visible, passed_cell_failed_visible
+
+
 # --------------------------------------------------------------------------------------------
 # One judge: the graded page says at least what the student's own test cell said
 
@@ -513,3 +533,4 @@ def test_a_forward_mode_answer_to_the_vjp_exercise_is_not_steered_further_into_i
     assert tangent, [c.relations for c in checks]
     assert not any("like the input x" in h for c in checks for h in c.hints), \
         [c.hints for c in checks]
+

@@ -313,8 +313,11 @@ def float16_hooks(min_elements):
         return packed[1]
     return pack, unpack, counts
 '''),
+    # its test cell passed it, while the visible check (which calls unpack on an int64
+    # tensor too) failed it: the cell now checks what unpack gives back for that tensor
     dict(exercise="07-ex2", name="unpack-always-float32", expect="fail",
-         mistake="a float64 tensor must come back as float64", source='''
+         mistake="a float64 tensor must come back as float64",
+         cell="not always float32", source='''
 def float16_hooks(min_elements):
     counts = {"received": 0, "stored": 0}
     def pack(tensor):
