@@ -241,7 +241,9 @@ CELL_QUOTES_VALUES = {("02-ex3", "leaf-first"):
                       ("03-ex1", "post-accumulate-grad-hook"):
                       "freeze_entries(middle, mask) raised RuntimeError: param may be an "
                       "intermediate tensor (here middle = leaf * 2), not only a leaf: use a "
-                      "hook that intermediate tensors accept too, such as register_hook."}
+                      "hook that intermediate tensors accept too, such as register_hook.",
+                      # the cell quotes torch's internal assert after its own words
+                      ("05-ex4", "sigma-cached-on-the-class"): "torch.func refused Softplus:"}
 # Known gaps, each with its reason (expected to fail, strict, like the list above).
 CELL_WORDS_GAPS = {
     ("04-ex3", "row-instead-of-column"):

@@ -534,3 +534,20 @@ def test_a_forward_mode_answer_to_the_vjp_exercise_is_not_steered_further_into_i
     assert not any("like the input x" in h for c in checks for h in c.hints), \
         [c.hints for c in checks]
 
+
+def test_a_page_gives_no_advice_that_its_evidence_does_not_decide():
+    """A blind reviewer's 05-ex4 answer caches σ on the class: a later check's backward
+    reaches the graph of an earlier call, freed, and torch says "backward through the graph a
+    second time". The grader's checks run backward once per graph, so retain_graph=True (the
+    advice for one graph run backward twice) does not fit; and the page quotes the test cell
+    only where the cell stopped (torch.func refused it), not a later check it never reached."""
+    lesson = "05_custom_function"
+    variant = next(v for les, v in VARIANT_CASES
+                   if les == lesson and v["name"] == "sigma-cached-on-the-class")
+    namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
+    support.run_test_cell(lesson, variant["exercise"], namespace)
+    page = support.page_text(variant["exercise"], support.verdict(
+        lesson, variant["exercise"], namespace, answer=variant["source"]))
+    assert "retain_graph" not in page, page
+    said = [line for line in page.splitlines() if "the test cell says" in line]
+    assert said and all("torch.func refused Softplus" in line for line in said), page

@@ -836,4 +836,28 @@ class Softplus(Function):
         (x,) = ctx.saved_tensors
         return grad_output * torch.sigmoid(x)
 '''),
+    # A blind reviewer's answer: sigma cached on the class at the first backward, reused while
+    # the shape matches. Its test cell stops where torch.func raises torch's internal assert; the
+    # page said the cell had found grad(grad(...)) all zeros (the visible check ran grad before
+    # grad of grad, the cell does not) and advised retain_graph=True for a backward the
+    # grader's check ran once.
+    dict(exercise="05-ex4", name="sigma-cached-on-the-class", expect="fail", mistake=None,
+         cell="torch.func refused Softplus", source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        if getattr(Softplus, "cache", None) is None or Softplus.cache.shape != x.shape:
+            Softplus.cache = torch.sigmoid(x)
+        return grad_output * Softplus.cache
+'''),
 ]
