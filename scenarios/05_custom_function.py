@@ -476,7 +476,10 @@ CELL_05_EX3 = cell_checks(
         "Negative gradients were set to 0: clamp to [-bound, bound], not [0, bound].":
             [1.5, 0., 0.],
         "Only the upper bound clips: gradients below -bound pass unchanged. Clamp on both "
-        "sides.": [1.5, -0.2, -5.]}),
+        "sides.": [1.5, -0.2, -5.],
+        "x.grad was scaled down as a whole so that its largest entry is ±bound: clamp each "
+        "element on its own, and leave the entries within the bound as they are.":
+            [0.9, -0.06, -1.5]}),
     expect_true(lambda seen: seen["upstream unchanged by backward"],
                 "backward clamped grad_output in place (clamp_), so the caller's "
                 "gradient changed too: return grad_output.clamp(...), a new tensor."),
@@ -617,6 +620,23 @@ class ClipTheNorm(Function):
         norm = grad_output.norm()
         if norm > ctx.bound:
             return grad_output * (ctx.bound / norm), None
+        return grad_output, None
+
+
+@mistake("05-ex3", "x.grad was scaled down as a whole so that its largest entry is ±bound: "
+                   "clamp each element on its own to [-bound, bound], and leave the entries "
+                   "within the bound as they are.", replaces="ClipGradient")
+class ClipByTheLargestEntry(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        largest = grad_output.abs().max()
+        if largest > ctx.bound:
+            return grad_output * (ctx.bound / largest), None
         return grad_output, None
 
 

@@ -1027,6 +1027,18 @@ def sgd_decay_without_lr(model, lr, weight_decay):
     return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
 
 
+@mistake("07-ex3", "The decay was applied after the gradient step, to the parameter that step had "
+                   "already moved: both terms use p from before the step, p ← p − lr·(∇p + "
+                   "weight_decay·p).", replaces="attach_sgd_hooks")
+def sgd_decay_after_the_step(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * param.grad)
+            param.sub_(lr * weight_decay * param)
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+
+
 @mistake("07-ex3", "The step goes uphill: subtract lr times the gradient.",
          replaces="attach_sgd_hooks")
 def sgd_uphill(model, lr, weight_decay):

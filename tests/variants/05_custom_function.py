@@ -860,4 +860,20 @@ class Softplus(Function):
             Softplus.cache = torch.sigmoid(x)
         return grad_output * Softplus.cache
 '''),
+    # A blind reviewer's answer: the page measured only that x.grad differs; the grader now
+    # names it (a mistake of its own, and a likely mistake of the test cell's)
+    dict(exercise="05-ex3", name="rescales-by-largest-entry", expect="fail",
+         mistake="largest entry is ±bound", cell="largest entry is ±bound", source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        m = grad_output.abs().max()
+        scale = min(1.0, ctx.bound / m.item()) if m > 0 else 1.0
+        return grad_output * scale, None
+'''),
 ]

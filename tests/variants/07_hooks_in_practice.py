@@ -768,4 +768,17 @@ def attach_sgd_hooks(model, lr, weight_decay):
 
     return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
 '''),
+    # A blind reviewer's answer: the page measured only that the parameters differ; the
+    # grader now names the order of the two terms
+    dict(exercise="07-ex3", name="decay-after-the-step", expect="fail",
+         mistake="after the gradient step", source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * param.grad)
+            param.sub_(lr * weight_decay * param)
+        param.grad = None
+
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
 ]
