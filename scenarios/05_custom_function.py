@@ -77,6 +77,25 @@ def _saves_with_save_for_backward(Function_, x):
     return bool(packed)
 
 
+_ON_CTX = "a tensor is kept as a ctx attribute (not saved with ctx.save_for_backward)"
+
+
+def _tensor_on_ctx(Function_, *inputs):
+    """Whether a call of the answer kept a tensor (or a NumPy copy of one) as a ctx attribute,
+    also inside a list, tuple or dict there. The output's grad_fn is the call's ctx; its
+    attributes are the ones the answer set. Every exercise of the lesson saves tensors with
+    ctx.save_for_backward and keeps only what is not a tensor on ctx (torch's rule: saved
+    tensors are checked for in-place changes and pass through saved-tensor hooks)."""
+    output = Function_.apply(*inputs)
+    ctx = getattr(output, "grad_fn", None)
+    kept = list(vars(ctx).values()) if hasattr(ctx, "__dict__") else []
+    found = []
+    for value in kept:
+        found += list(value.values()) if isinstance(value, dict) else \
+            list(value) if isinstance(value, (list, tuple)) else [value]
+    return any(isinstance(v, torch.Tensor) or type(v).__name__ == "ndarray" for v in found)
+
+
 # ------------------------------------------------------------------------- 05-ex1: SiLU
 
 @scenario("05-ex1", uses=["SiLU"], visible=True, rtol=1e-4, atol=1e-5,
@@ -193,6 +212,7 @@ def silu_shapes_and_saving(SiLU, rng):
             "x.grad of SiLU.apply(x).sum()": _attempt(gradient_of_a_sum),
             "forward saved a tensor with ctx.save_for_backward":
                 _saves_with_save_for_backward(SiLU, x.detach().clone().requires_grad_()),
+            _ON_CTX: _tensor_on_ctx(SiLU, x.detach().clone().requires_grad_()),
             "x.grad when x changed in place after forward (backward may raise instead)":
                 _gradient_after_in_place_change(SiLU, moved, change)}
 
@@ -341,7 +361,8 @@ def ste_float64(SignSTE, rng):
     shape = tuple(int(n) for n in torch.randint(1, 5, (dims,), generator=rng))
     x = (torch.randn(shape, generator=rng, dtype=torch.float64) * 2).requires_grad_()
     upstream = torch.randn(shape, generator=rng, dtype=torch.float64)
-    return _ste_observations(SignSTE, x, upstream)
+    return {**_ste_observations(SignSTE, x, upstream),
+            _ON_CTX: _tensor_on_ctx(SignSTE, x.detach().clone().requires_grad_())}
 
 
 @mistake("05-ex2", "x.grad is zero: that is the true derivative of sign. A straight-through "
@@ -426,6 +447,20 @@ class SignMaskingInPlace(Function):
         return grad_output
 
 
+@mistake("05-ex2", "x (or the mask) is kept as a ctx attribute: save the tensor backward needs "
+                   "with ctx.save_for_backward and read it from ctx.saved_tensors (ctx "
+                   "attributes are for what is not a tensor).", replaces="SignSTE")
+class SignWithCtxAttribute(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * (ctx.x.abs() <= 1).to(grad_output.dtype)
+
+
 @mistake("05-ex2", "The forward pass returns x clamped to [-1, 1] (hard-tanh): that is the "
                    "function whose derivative the estimator borrows. Forward returns "
                    "torch.sign(x).", replaces="SignSTE")
@@ -476,7 +511,10 @@ CELL_05_EX3 = cell_checks(
         "Negative gradients were set to 0: clamp to [-bound, bound], not [0, bound].":
             [1.5, 0., 0.],
         "Only the upper bound clips: gradients below -bound pass unchanged. Clamp on both "
-        "sides.": [1.5, -0.2, -5.]}),
+        "sides.": [1.5, -0.2, -5.],
+        "x.grad was scaled down as a whole so that its largest entry is ±bound: clamp each "
+        "element on its own, and leave the entries within the bound as they are.":
+            [0.9, -0.06, -1.5]}),
     expect_true(lambda seen: seen["upstream unchanged by backward"],
                 "backward clamped grad_output in place (clamp_), so the caller's "
                 "gradient changed too: return grad_output.clamp(...), a new tensor."),
@@ -493,7 +531,8 @@ def clip_random(ClipGradient, rng):
     x = torch.randn(4, 3, generator=rng).requires_grad_()
     bound = float(torch.rand((), generator=rng)) * 1.5 + 0.3
     upstream = torch.randn(4, 3, generator=rng) * 3
-    return _clip_observations(ClipGradient, x, bound, upstream)
+    return {**_clip_observations(ClipGradient, x, bound, upstream),
+            _ON_CTX: _tensor_on_ctx(ClipGradient, x.detach().clone().requires_grad_(), bound)}
 
 
 @scenario("05-ex3", uses=["ClipGradient"], rtol=1e-4, atol=1e-5,
@@ -620,6 +659,37 @@ class ClipTheNorm(Function):
         return grad_output, None
 
 
+@mistake("05-ex3", "x.grad was scaled down as a whole so that its largest entry is ±bound: "
+                   "clamp each element on its own to [-bound, bound], and leave the entries "
+                   "within the bound as they are.", replaces="ClipGradient")
+class ClipByTheLargestEntry(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        largest = grad_output.abs().max()
+        if largest > ctx.bound:
+            return grad_output * (ctx.bound / largest), None
+        return grad_output, None
+
+
+@mistake("05-ex3", "A tensor is kept as a ctx attribute (the bound made a tensor, or x): a "
+                   "tensor goes through ctx.save_for_backward, and the float bound stays a "
+                   "float on ctx (ctx.bound = bound).", replaces="ClipGradient")
+class ClipWithTensorOnCtx(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = torch.tensor(bound)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.clamp(grad_output, -ctx.bound, ctx.bound), None
+
+
 @mistake("05-ex3", "The bound is stored on the class (ClipGradient.bound = bound), shared by "
                    "every call: the last call's bound clips them all. Keep it on ctx "
                    "(ctx.bound = bound), which belongs to one call.", replaces="ClipGradient")
@@ -651,12 +721,15 @@ def _twice(Softplus, x, upstream, weight):
 
 
 def _transformed(Softplus, points):
-    """What torch.func makes of Softplus: first and second derivatives at each point."""
+    """What torch.func makes of Softplus: second and first derivatives at each point. The
+    second first, as the test cell computes it (after the same calls as the cell's): an answer
+    that keeps state between calls meets it as the cell's call met it."""
     grad = torch.func.grad
+    second = _attempt(
+        lambda: torch.stack([grad(grad(Softplus.apply))(point) for point in points]))
     return {"grad(Softplus.apply) at each point": _attempt(
                 lambda: torch.stack([grad(Softplus.apply)(point) for point in points])),
-            "grad(grad(Softplus.apply)) at each point": _attempt(
-                lambda: torch.stack([grad(grad(Softplus.apply))(point) for point in points]))}
+            "grad(grad(Softplus.apply)) at each point": second}
 
 
 @scenario("05-ex4", uses=["Softplus"], visible=True, rtol=1e-4, atol=1e-6,
@@ -726,6 +799,10 @@ CELL_05_EX4 = cell_checks(
                 lambda seen: "torch.func refused Softplus: a Function whose forward takes ctx "
                 "cannot be transformed. Write forward(x) and setup_context(ctx, inputs, "
                 "output), as in section 7." if seen.get("torch.func asks for setup_context")
+                # the cell quotes torch's own error (a RuntimeError, the one it catches) here,
+                # which the page does not repeat
+                else "torch.func refused Softplus: (the test cell quotes torch's error)"
+                if seen["grad(grad(Softplus.apply)) at each point"] == "raised RuntimeError"
                 else None),
     expect_tensor("grad(grad(Softplus.apply)) at each point",
                   name="grad(grad(Softplus.apply)) at each entry of x"),
@@ -761,7 +838,8 @@ def softplus_float64(Softplus, rng):
             "d/dx of L = sum(c * softplus(x)) + sum(x²)": first,
             "d²L/dx² (diagonal)": second,
             "x.grad when x changed in place after forward (backward may raise instead)":
-                _gradient_after_in_place_change(Softplus, moved, change)}
+                _gradient_after_in_place_change(Softplus, moved, change),
+            _ON_CTX: _tensor_on_ctx(Softplus, x64.detach().clone().requires_grad_())}
 
 
 @scenario("05-ex4", uses=["Softplus"], rtol=1e-4, atol=1e-6,

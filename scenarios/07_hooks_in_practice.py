@@ -482,15 +482,19 @@ def steepest_returns_the_ratio(norms):
 
 # ---------------------------------------------------------------- 07-ex2: float16_hooks
 
-def _pack_report(pack, unpack, tensor, identity=False):
+def _pack_report(pack, unpack, tensor, identity=False, unpacked=True):
     """The stored dtype, and the dtype and values unpack gives back; with `identity`, also
-    whether pack stored the very tensor it received (not a copy)."""
+    whether pack stored the very tensor it received (not a copy). `unpacked="dtype"`: of what
+    unpack gives back, its dtype only; False: unpack is not called (what the test cell reads
+    of its example, and no more)."""
     packed = pack(tensor)
     stored = packed[1] if isinstance(packed, tuple) and len(packed) == 2 else None
-    back = unpack(packed)
-    report = {"stored dtype": str(getattr(stored, "dtype", type(stored).__name__)),
-              "unpacked dtype": str(getattr(back, "dtype", type(back).__name__)),
-              "unpacked values": back if isinstance(back, torch.Tensor) else None}
+    report = {"stored dtype": str(getattr(stored, "dtype", type(stored).__name__))}
+    if unpacked:
+        back = unpack(packed)
+        report["unpacked dtype"] = str(getattr(back, "dtype", type(back).__name__))
+    if unpacked is True:
+        report["unpacked values"] = back if isinstance(back, torch.Tensor) else None
     if identity:
         report["stored is the tensor received itself"] = stored is tensor
     return report
@@ -507,11 +511,15 @@ def float16_visible_example(float16_hooks, rng):
     w = torch.randn(30, 5, requires_grad=True)
     pack, unpack, counts = float16_hooks(min_elements=200)
     observed = {"counts before any forward pass": dict(counts)}
-    for name, tensor in [("a 300-element float32 tensor", torch.linspace(0, 1, 300)),
-                         ("a 10-element float32 tensor", torch.ones(10)),
-                         ("a 200-element float32 tensor", torch.ones(200)),
-                         ("a 250-element int64 tensor", torch.arange(250))]:
-        observed[name] = _pack_report(pack, unpack, tensor)
+    # what the test cell reads, in its order: the stored dtype of each tensor, and the dtype
+    # unpack gives back for the first and the last (one judge: the cell and this check
+    # observe the same things)
+    for name, tensor, unpacked in [
+            ("a 300-element float32 tensor", torch.linspace(0, 1, 300), "dtype"),
+            ("a 10-element float32 tensor", torch.ones(10), False),
+            ("a 200-element float32 tensor", torch.ones(200), False),
+            ("a 250-element int64 tensor", torch.arange(250), "dtype")]:
+        observed[name] = _pack_report(pack, unpack, tensor, unpacked=unpacked)
     pack, unpack, counts = float16_hooks(min_elements=200)
     observed[_SECOND] = dict(counts)
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
@@ -571,6 +579,9 @@ CELL_07_EX2 = cell_checks(
     _stored("a 250-element int64 tensor", "stored dtype", "torch.int64",
             "integer tensors (indices) are stored unchanged: convert only "
             "floating-point tensors"),
+    _stored("a 250-element int64 tensor", "unpacked dtype", "torch.int64",
+            "unpack gives back the dtype pack received, whatever it was (not always "
+            "float32): convert back to the dtype pack remembered"),
     expect_equal(_SECOND, hint="start each call of float16_hooks with a new dict of zeros"),
     expect_true(lambda seen: seen[_COUNTS]["received"] == 3800, _received_hint),
     expect_true(lambda seen: seen[_COUNTS]["stored"] == 2600,
@@ -1012,6 +1023,18 @@ def sgd_decay_without_lr(model, lr, weight_decay):
     def step(param):
         with torch.no_grad():
             param.sub_(lr * param.grad + weight_decay * param)
+        param.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+
+
+@mistake("07-ex3", "The decay was applied after the gradient step, to the parameter that step had "
+                   "already moved: both terms use p from before the step, p ← p − lr·(∇p + "
+                   "weight_decay·p).", replaces="attach_sgd_hooks")
+def sgd_decay_after_the_step(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * param.grad)
+            param.sub_(lr * weight_decay * param)
         param.grad = None
     return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
 

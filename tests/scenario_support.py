@@ -241,7 +241,9 @@ CELL_QUOTES_VALUES = {("02-ex3", "leaf-first"):
                       ("03-ex1", "post-accumulate-grad-hook"):
                       "freeze_entries(middle, mask) raised RuntimeError: param may be an "
                       "intermediate tensor (here middle = leaf * 2), not only a leaf: use a "
-                      "hook that intermediate tensors accept too, such as register_hook."}
+                      "hook that intermediate tensors accept too, such as register_hook.",
+                      # the cell quotes torch's internal assert after its own words
+                      ("05-ex4", "sigma-cached-on-the-class"): "torch.func refused Softplus:"}
 # Known gaps, each with its reason (expected to fail, strict, like the list above).
 CELL_WORDS_GAPS = {
     ("04-ex3", "row-instead-of-column"):
@@ -263,3 +265,24 @@ def cell_words_gap(exercise: str, name: str) -> str | None:
     return CELL_WORDS_GAPS.get((exercise, name)) or (
         "its lesson declares no cell checks yet"
         if name in CELL_WORDS_NOT_YET.get(exercise, ()) else None)
+
+
+def visible_problems(lesson: str, exercise: str, namespace: dict, answer: str) -> list[str]:
+    """What the visible scenario of `exercise` finds wrong on a fresh start of the answer cell
+    `answer` (as the test cell's own call met it), compared with the reference's run."""
+    from autograder.trusted.outcomes import outcome_problems
+
+    scenarios, _ = collect(scenario_module(lesson))
+    runs, reference = _reference_and_mistakes(lesson, exercise, (11, 12))
+    out = []
+    for scenario in scenarios:
+        if scenario.exercise != exercise or not scenario.visible:
+            continue
+        key = f"{scenario.name}/0"
+        fresh = run_fresh(sandbox_module(lesson), namespace, [(scenario.name, 0, answer)])
+        found = fresh.get(f"{key}/fresh")
+        if found is None:
+            found = run_scenarios(sandbox_module(lesson), namespace, [(scenario.name, 0)])[key]
+        out += [f"{scenario.name}: {problem}" for problem in outcome_problems(
+            scenario, read_outcome(reference[key]), read_outcome(found))]
+    return out

@@ -104,6 +104,7 @@ CASES = [
     ("07-ex2", "strict-threshold", ">=, not >"),
     ("07-ex2", "converts-integers", "integer tensors (indices)"),
     ("07-ex2", "unpack-keeps-float16", "convert back to the dtype pack remembered"),
+    ("07-ex2", "unpack-always-float32", "not always float32"),
     ("07-ex2", "counts-elements", "numbers of elements"),
     ("07-ex2", "counts-received-as-stored", "not of the one it receives"),
     # 07-ex3: no optimizer object; post-accumulate hooks; None, not zero_()

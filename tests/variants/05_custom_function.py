@@ -836,4 +836,99 @@ class Softplus(Function):
         (x,) = ctx.saved_tensors
         return grad_output * torch.sigmoid(x)
 '''),
+    # A blind reviewer's answer: sigma cached on the class at the first backward, reused while
+    # the shape matches. Its test cell stops where torch.func raises torch's internal assert; the
+    # page said the cell had found grad(grad(...)) all zeros (the visible check ran grad before
+    # grad of grad, the cell does not) and advised retain_graph=True for a backward the
+    # grader's check ran once.
+    dict(exercise="05-ex4", name="sigma-cached-on-the-class", expect="fail", mistake=None,
+         cell="torch.func refused Softplus", source='''
+class Softplus(Function):
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        if getattr(Softplus, "cache", None) is None or Softplus.cache.shape != x.shape:
+            Softplus.cache = torch.sigmoid(x)
+        return grad_output * Softplus.cache
+'''),
+    # A blind reviewer's answer: the page measured only that x.grad differs; the grader now
+    # names it (a mistake of its own, and a likely mistake of the test cell's)
+    dict(exercise="05-ex3", name="rescales-by-largest-entry", expect="fail",
+         mistake="largest entry is ±bound", cell="largest entry is ±bound", source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = bound
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        m = grad_output.abs().max()
+        scale = min(1.0, ctx.bound / m.item()) if m > 0 else 1.0
+        return grad_output * scale, None
+'''),
+    # One rule in the four exercises (the lesson's statement, torch's documentation): a tensor
+    # backward needs is saved with ctx.save_for_backward; a ctx attribute holds only what is
+    # not a tensor. 05-ex2 and 05-ex3 passed a tensor kept on ctx, 05-ex1 a saved x beside a
+    # tensor kept on ctx.
+    dict(exercise="05-ex2", name="mask-kept-on-ctx", expect="fail", mistake="ctx attribute",
+         source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mask = x.abs() <= 1
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.mask
+'''),
+    dict(exercise="05-ex2", name="x-kept-on-ctx", expect="fail", mistake="ctx attribute",
+         source='''
+class SignSTE(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.where(ctx.x.abs() <= 1, grad_output, torch.zeros_like(grad_output))
+'''),
+    dict(exercise="05-ex3", name="bound-tensor-on-ctx", expect="fail",
+         mistake="kept as a ctx attribute", source='''
+class ClipGradient(Function):
+    @staticmethod
+    def forward(ctx, x, bound):
+        ctx.bound = torch.tensor(bound)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.minimum(torch.maximum(grad_output, -ctx.bound), ctx.bound), None
+'''),
+    dict(exercise="05-ex1", name="sigmoid-kept-on-ctx", expect="fail", mistake=None,
+         relation="kept as a ctx attribute", source='''
+class SiLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.sig = torch.sigmoid(x)
+        return x * ctx.sig
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        s = ctx.sig
+        return grad_output * (s + x * s * (1 - s))
+'''),
 ]

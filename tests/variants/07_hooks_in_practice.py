@@ -313,8 +313,11 @@ def float16_hooks(min_elements):
         return packed[1]
     return pack, unpack, counts
 '''),
+    # its test cell passed it, while the visible check (which calls unpack on an int64
+    # tensor too) failed it: the cell now checks what unpack gives back for that tensor
     dict(exercise="07-ex2", name="unpack-always-float32", expect="fail",
-         mistake="a float64 tensor must come back as float64", source='''
+         mistake="a float64 tensor must come back as float64",
+         cell="not always float32", source='''
 def float16_hooks(min_elements):
     counts = {"received": 0, "stored": 0}
     def pack(tensor):
@@ -762,6 +765,19 @@ def attach_sgd_hooks(model, lr, weight_decay):
         with torch.no_grad():
             p -= SETTINGS["lr"] * (p.grad + SETTINGS["weight_decay"] * p)
         p.grad = None
+
+    return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
+'''),
+    # A blind reviewer's answer: the page measured only that the parameters differ; the
+    # grader now names the order of the two terms
+    dict(exercise="07-ex3", name="decay-after-the-step", expect="fail",
+         mistake="after the gradient step", source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * param.grad)
+            param.sub_(lr * weight_decay * param)
+        param.grad = None
 
     return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
 '''),
