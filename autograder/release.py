@@ -114,6 +114,21 @@ def nbgrader_env() -> dict[str, str]:
     return env
 
 
+# `nbgrader generate_assignment LESSON OPTIONS...` for each lesson, in one process (arguments:
+# the number of lessons, the lessons, the options): a fresh app each time, as nbgrader's own
+# command makes one; it stops at the first lesson that fails, with nbgrader's exit status.
+_GENERATE_EACH = """
+import sys
+from nbgrader.apps.generateassignmentapp import GenerateAssignmentApp
+count = int(sys.argv[1])
+for name in sys.argv[2:2 + count]:
+    app = GenerateAssignmentApp()
+    app.initialize([name, *sys.argv[2 + count:]])
+    app.start()
+    GenerateAssignmentApp.clear_instance()
+"""
+
+
 def release(release_dir: Path | None = None, names: list[str] | None = None,
             root: Path = COURSE_ROOT) -> Path:
     """Run nbgrader generate_assignment for each lesson into `release_dir` (notebooks/ by default)."""
@@ -124,16 +139,15 @@ def release(release_dir: Path | None = None, names: list[str] | None = None,
         # nbgrader has made its new one (and nbgrader has nothing of its own to remove).
         fresh = Path(scratch) / "release"
         chosen = names or lessons(root)
-        for name in chosen:
-            subprocess.run(
-                nbgrader_command(
-                    "generate_assignment", name, "--log-level=WARN",
-                    f"--CourseDirectory.root={root}",
-                    f"--CourseDirectory.release_directory={fresh}",
-                    f"--CourseDirectory.db_url=sqlite:///{scratch}/gradebook.db",
-                ),
-                cwd=root, env=nbgrader_env(), check=True,
-            )
+        # One nbgrader process for all the lessons: starting nbgrader costs about 2.5 s of CPU,
+        # three quarters of a lesson's generate_assignment (8 lessons: 6 s of CPU, not 25 s).
+        subprocess.run(
+            [sys.executable, "-c", _GENERATE_EACH, str(len(chosen)), *chosen, "--log-level=WARN",
+             f"--CourseDirectory.root={root}",
+             f"--CourseDirectory.release_directory={fresh}",
+             f"--CourseDirectory.db_url=sqlite:///{scratch}/gradebook.db"],
+            cwd=root, env=nbgrader_env(), check=True,
+        )
         release_dir.mkdir(parents=True, exist_ok=True)
         for name in chosen:
             shutil.rmtree(release_dir / name, ignore_errors=True)

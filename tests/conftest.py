@@ -212,13 +212,13 @@ def unit_of(item: pytest.Item) -> str:
 # scenario_support computes an exercise's reference and mistakes once per worker; the one that
 # judges 08-ex3's (DDP's) mistakes, and the solutions' runs of test_student_notebooks.py (a kernel
 # each), are the longest units of one test. nbval's run of lesson 07 is no longer the longest
-# unit since tests/nbval_sanitize.cfg no longer scans its figures' base64 text quadratically.
+# unit since tests/nbval_sanitize.cfg no longer scans its figures' base64 text quadratically, nor
+# test_release.py since the release runs nbgrader once for all the lessons (7 s of CPU, not 25).
 LONGEST_FIRST = [
     "tests/test_misconceptions_grading.py",
     "tests/test_grading.py",
     "tests/test_attacks_sandbox.py",
     "tests/test_browser.py",
-    "tests/test_release.py",
     "tests/test_attacks_verdicts.py",
     "tests/test_attacks_confinement.py",
     "tests/test_student_notebooks.py::test_pasted_solutions_pass_and_blank_answers_fail"
@@ -229,6 +229,7 @@ LONGEST_FIRST = [
     "tests/test_manual_grades.py",
     "solutions/06_module_hooks/06_module_hooks.ipynb",
     "solutions/07_hooks_in_practice/07_hooks_in_practice.ipynb",
+    "tests/test_release.py",
     "solutions/03_tensor_hooks/03_tensor_hooks.ipynb",
     "solutions/04_vector_jacobian_products/04_vector_jacobian_products.ipynb",
     "tests/test_student_notebooks.py::test_pasted_solutions_pass_and_blank_answers_fail"
