@@ -31,7 +31,7 @@ from dask_cluster import Cluster, make_certificates  # noqa: E402
 
 from autograder.dispatch.cluster_worker import COURSE_ENV, HOLD_ENV  # noqa: E402
 from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.sandbox.confine import PROBE_ENV  # noqa: E402
+from autograder.sandbox.probe import PROBE_ENV  # noqa: E402
 
 pytestmark = pytest.mark.dask
 

@@ -51,7 +51,7 @@ def worker_hello(nonce: str, bundle: str, code: dict, dask_worker=None) -> dict:
     if problem is None:
         problem = code_difference(code)
     if problem is None:
-        from autograder.sandbox.confine import check_available
+        from autograder.sandbox.probe import check_available
 
         probe = check_available()
         problem = f"it cannot confine notebooks: {probe}" if probe else None
@@ -131,7 +131,7 @@ class _Worker:
 
 
 def _refusal(spec: dict) -> str | None:
-    from autograder.sandbox.confine import check_available
+    from autograder.sandbox.probe import check_available
 
     secret, problem = read_secret(secret_path(worker_course()))
     if problem:
