@@ -33,7 +33,7 @@ import browser_support as lab_page
 from browser_support import REPO_ROOT, require_chromium, screenshot
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
 MATHS_LESSON = "01_leaf_and_intermediate"
 PWN = "window.__pwned=(window.__pwned||[]).concat"

@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
-from dask_cluster import Cluster, make_certificates  # noqa: E402
+import fixture_course
+from dask_cluster import Cluster, make_certificates
 
-from autograder.dispatch.cluster_worker import COURSE_ENV, HOLD_ENV  # noqa: E402
-from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.sandbox.probe import PROBE_ENV  # noqa: E402
+from autograder.dispatch.cluster_worker import COURSE_ENV, HOLD_ENV
+from autograder.demo import Lessons, _write
+from autograder.sandbox.probe import PROBE_ENV
 
 pytestmark = pytest.mark.dask
 

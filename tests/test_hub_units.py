@@ -19,9 +19,9 @@ from conftest import COURSE_ROOT, LESSONS, read_notebook, student_path
 from coursekit.lab import course_intro, lesson_title
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub import singleuser, state, students  # noqa: E402
-from coursehub.settings import ConfigError  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub import singleuser, state, students
+from coursehub.settings import ConfigError
 
 LESSON = "01_leaf_and_intermediate"
 

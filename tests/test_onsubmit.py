@@ -19,11 +19,11 @@ import pytest
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING, WORKING,  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING, WORKING,
                                 Queue, instructor_report, parse_name, student_status, work)
-from coursehub.settings import ConfigError, OnSubmit  # noqa: E402
-from coursehub.startpage import start_page  # noqa: E402
+from coursehub.settings import ConfigError, OnSubmit
+from coursehub.startpage import start_page
 
 L1, L2 = "01_leaf_and_intermediate", "02_retain_grad"
 T0 = 1_800_000_000.0  # a fixed moment; every test gives its own clock

@@ -18,10 +18,10 @@ from conftest import COURSE_ROOT
 from test_onsubmit import L1, L2, T0, Recorder, by_name, mine, name, run_all
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub.onsubmit import DONE, Queue, student_status  # noqa: E402
-from coursehub.settings import OnSubmit  # noqa: E402
-from coursehub.submitqueue import GRADE_BATCH  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub.onsubmit import DONE, Queue, student_status
+from coursehub.settings import OnSubmit
+from coursehub.submitqueue import GRADE_BATCH
 
 pytestmark = pytest.mark.fast
 

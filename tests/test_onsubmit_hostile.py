@@ -26,10 +26,10 @@ from conftest import COURSE_ROOT
 from test_onsubmit import L1, L2, T0, Recorder, by_name, mine, name, run_all
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING,  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING,
                                 Queue, Steps, instructor_report, student_status, work)
-from coursehub.settings import OnSubmit  # noqa: E402
+from coursehub.settings import OnSubmit
 
 pytestmark = pytest.mark.fast
 

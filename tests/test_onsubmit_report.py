@@ -21,7 +21,7 @@ from autograder.report.class_report import read_checks, write_report
 from autograder.tasks import Result
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub.onsubmit_report import class_report  # noqa: E402
+from coursehub.onsubmit_report import class_report
 
 L1 = "01_leaf_and_intermediate"
 MISTAKE = "gradient taken of the intermediate instead of the leaf"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
+from autograder.demo import Lessons, _write
 
 pytestmark = pytest.mark.slow
 
