@@ -224,8 +224,8 @@ def test_a_worker_killed_mid_run_loses_nothing(course, cluster):
 
 
 def test_workers_stay_warm_from_one_grading_to_the_next(course, tls, tmp_path):
-    """Feedback on submit with `[feedback] cluster` (issue 31, 3a): each batch is a grading of
-    its own, with a new connection; the workers keep the course, their imports and runner
+    """Feedback on submit with `[feedback] cluster`: each batch is a grading of its own, with a
+    new connection; the workers keep the course, their imports and runner
     host from the earlier one (same course, same limits), and the command says so. After a
     Generate (the course changed) they warm again."""
     cluster = Cluster(tmp_path, tls)

@@ -1,4 +1,4 @@
-"""A class on the course's JupyterHub, end to end in Chromium (issue 16).
+"""A class on the course's JupyterHub, end to end in Chromium.
 
 `hub/hubctl.py start` (what `make hub` runs) starts a real JupyterHub on a free port of
 127.0.0.1, with its state in a temporary folder. An instructor and two students sign up and
@@ -618,7 +618,7 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     rows = start_page_rows(student_pages[ann], reload=(hub, ann))
     assert re.search(r"0 of \d+ exercises pass", rows[LAST_LESSON[:2]]), rows
     # docs/images/hub-start-page.png shows a class with feedback on submit (its alt text says
-    # so), taken from the newcomer's run of issue 31: this one is a test artifact only.
+    # so), taken from a first-time instructor's class run through: this one is a test artifact only.
     screenshot(student_pages[ann], "student-start-page")
     timings["run all"] = time.monotonic()
 

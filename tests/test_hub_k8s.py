@@ -1,5 +1,5 @@
 """The course on Kubernetes, checked as far as one machine can: hub/values.yaml for the
-zero-to-jupyterhub chart, and hub/Dockerfile's steps run as a shell script (issue 16)."""
+zero-to-jupyterhub chart, and hub/Dockerfile's steps run as a shell script."""
 
 from __future__ import annotations
 

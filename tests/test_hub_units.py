@@ -1,4 +1,4 @@
-"""The class hub's parts, without a hub (issue 16): its configuration file, the course folder's
+"""The class hub's parts, without a hub: its configuration file, the course folder's
 and each role's nbgrader configuration, the repository's permissions, the gradebook's students
 and the collect that refuses submissions filed under someone else's name."""
 

@@ -244,7 +244,7 @@ def test_the_start_page_shows_the_student_their_submissions(tmp_path):
 
 
 def test_students_are_told_as_their_grading_starts_not_only_once_it_is_done(tmp_path):
-    """The newcomer's class (issue 31): the students' state is published each time a step
+    """A first-time instructor's class: the students' state is published each time a step
     starts or ends, so that while a batch is graded its students read "being graded now"
     (they went on reading "0 ahead of you" until their feedback came)."""
     queue, limits = Queue(tmp_path / "q.json"), OnSubmit(enabled=True)
@@ -386,7 +386,7 @@ def test_at_the_deadline_the_full_feedback_of_the_last_graded_one_is_released_on
     assert len(steps.calls) == 6
     before = student_status(queue, "ann")[0]["status"]
     assert "hidden checks' results come after the deadline" in before
-    # What the score counts is said plainly (issue 30, item 11).
+    # What the score counts is said plainly: the hidden checks too.
     assert "this score counts the hidden checks too" in before
     # At the deadline: the newest graded submission's full feedback, made and released; the
     # service stopped between the two picks up at the release.

@@ -1,4 +1,4 @@
-"""Feedback on submit against a hostile classmate (issue 30, items 4-7 and 12).
+"""Feedback on submit against a hostile classmate who can write to the shared inbound folder.
 
 Inbound is writable by every student: Mallory can make folders named for Alice, folders for
 lessons that do not exist, thousands of them, links, and folders she removes once seen; her

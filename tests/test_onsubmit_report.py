@@ -1,4 +1,4 @@
-"""Feedback on submit's class report (hub/lib/coursehub/onsubmit_report.py, issue 31 item 4):
+"""Feedback on submit's class report (hub/lib/coursehub/onsubmit_report.py):
 made from the records each grading on submit leaves (grades.csv and checks.json, written by
 the grading command's own writers), it is the report a local `python -m autograder grade` of
 the same results writes: named mistakes shown, visible and hidden checks kept apart."""
