@@ -379,7 +379,7 @@ def worker_install(bundle, files):
     _keep("install", sorted(files))
 
 
-def warm_worker(spec):
+def check_and_warm(spec):
     _keep("warm", spec)
     raise EvilError("warm")
 

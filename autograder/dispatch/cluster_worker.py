@@ -216,10 +216,11 @@ def grade_chunk(spec: dict, chunk: list[dict], nonce: str = "") -> bytes:
                                       f"{err})"[:2000]}).encode()
 
 
-def warm_worker(spec: dict) -> bytes:
-    """A Dask task, pinned to this worker: check it and warm it for `spec` (JSON back: why it
-    refuses, or None; and whether it was warm for `spec` already, from an earlier grading of
-    the same course with the same limits: nothing to start again)."""
+def check_and_warm(spec: dict) -> bytes:
+    """A Dask task, pinned to this worker: check it and warm it for `spec`, through
+    `grade_task.warm_worker` as a local pool's worker is warmed. JSON back: why it refuses, or
+    None; and whether it was warm for `spec` already, from an earlier grading of the same
+    course with the same limits: nothing to start again."""
     from distributed import get_worker
 
     warm = _STATE.key == spec.get("key") and _STATE.problem is None
