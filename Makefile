@@ -16,7 +16,7 @@ PIP_INSTALL := $(BIN)/python -m pip install --quiet --progress-bar off
 
 ## setup: create .venv with the locked dependencies (only when missing or out of date); then one line that the course and the grader's sandbox are ready, or a note for instructors when the sandbox cannot run here
 setup: $(STAMP)
-	@$(if $(SETUP_NOTE),$(BIN)/python -m autograder.sandbox.confine --setup-note || true,:)
+	@$(if $(SETUP_NOTE),$(BIN)/python -m autograder.sandbox.probe --setup-note || true,:)
 
 # `make setup` (or plain `make`) probes whether the grader's sandbox can run on this machine:
 # one line when all is ready, what to do when it cannot; never an error. Targets that only need the environment

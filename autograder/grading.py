@@ -159,7 +159,7 @@ def grade_class(submissions: Path, options: GradingOptions, *, intake: Intake | 
     warnings.filterwarnings("ignore", module="nbformat")
     weaker = None
     if fork and sandbox:
-        from autograder.sandbox.confine import check_available
+        from autograder.sandbox.probe import check_available
         from autograder.sandbox.limits import weaker_limits
         problem = None if cluster else check_available()  # a cluster's workers check theirs
         if problem:

@@ -83,7 +83,7 @@ def _profile(output_grad_norms, steepest_drop, model, images, labels, failures=F
                 count_calls(torch.autograd, "grad") as autograd_grad, \
                 watch_outputs(model) as outputs, replaced_outputs(model) as replaced:
             found = output_grad_norms(model, images, labels)
-    except Exception as error:  # noqa: BLE001 (the errors the test cell explains are observed)
+    except Exception as error:  # re-raised unless the test cell explains it
         failure = _failure(error, replaced) if failures else None
         if failure is None:
             raise
@@ -527,7 +527,7 @@ def float16_visible_example(float16_hooks, rng):
     observed["counts after the forward pass"] = dict(counts)
     try:
         grad_x, grad_w = torch.autograd.grad(loss, (x, w))
-    except Exception:  # noqa: BLE001 (reported as an error unless the cell stops before)
+    except Exception:  # re-raised unless the test cell stops before the gradients
         if observed["a 300-element float32 tensor"]["unpacked dtype"] == "torch.float32":
             raise
         # unpack gives back another dtype: the test cell stops at that check, before the
@@ -1070,7 +1070,7 @@ def sgd_with_tensor_hooks(model, lr, weight_decay):
 def sgd_rebinds_the_name(model, lr, weight_decay):
     def step(param):
         with torch.no_grad():
-            param = param - lr * (param.grad + weight_decay * param)  # noqa: F841
+            param = param - lr * (param.grad + weight_decay * param)
     return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
 
 

@@ -192,7 +192,8 @@ def run_test_cell(lesson: str, exercise: str, namespace: dict) -> tuple[bool, st
         os.chdir(here)
 
 
-# What the test cell said of an answer, and what the graded page says (issue 32: one judge)
+# What the test cell said of an answer, and what the graded page says (one judge: the page
+# says at least what the cell said)
 
 _SAID_LINE = re.compile(r"^  (?:likely mistake|hint): (.*)$", re.M)
 

@@ -833,8 +833,9 @@ import ctypes, json, os, signal, socket, sys, time
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 from autograder.sandbox import confine as sandbox
+from autograder.sandbox.probe import check_available
 libc = ctypes.CDLL(None, use_errno=True)
-report = {"user": os.getuid(), "available": sandbox.check_available()}
+report = {"user": os.getuid(), "available": check_available()}
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(4)
@@ -964,7 +965,8 @@ def unprivileged(tmp_path_factory):
     package.mkdir(parents=True)
     shutil.copy(REPO / "autograder" / "__init__.py", package.parent)
     shutil.copy(REPO / "autograder" / "units.py", package.parent)
-    for name in ("__init__", "confine", "limits", "policy", "seccomp", "sockets", "syscalls"):
+    for name in ("__init__", "confine", "limits", "policy", "probe", "seccomp", "sockets",
+                 "syscalls"):
         shutil.copy(REPO / "autograder" / "sandbox" / f"{name}.py", package)
     (folder / "probe.py").write_text(_UNPRIVILEGED_PROBE)
     for path in [folder, *folder.rglob("*")]:

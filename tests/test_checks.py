@@ -63,7 +63,7 @@ def test_shape_mismatch_is_reported_before_values():
     (torch.tensor([0.5, 1.0]), [1.0, 2.0], "half the expected value (×1/2)"),
 ])
 def test_a_check_says_what_it_measured_and_guesses_no_cause(found, expected, said):
-    """Issue 32: the same factor, zeros or shape has several causes; a check (whose words now
+    """The same factor, zeros or shape has several causes; a check (whose words now
     reach the graded page too) states the measurement, then its own hint, and guesses none."""
     message = failure_message(check_tensor, "g", found, expected, hint="look again")
     assert said in message and "hint:" in message and message.endswith("look again")

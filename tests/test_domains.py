@@ -1,4 +1,4 @@
-"""Hidden inputs from the whole domain an exercise allows (issue 32, item 3).
+"""Hidden inputs from the whole domain an exercise allows, not only from its usual corner.
 
 Each exercise declares once, in its scenario module, what its hidden checks draw from; the
 statement cell of the exercise ends with the same "Graded on: ..." line, and the feedback page

@@ -1,5 +1,5 @@
-"""Feedback pages (issue 15 item 7, issue 11 item 4): nothing a student wrote runs as script when
-the page is opened, maths renders with the network off, code has colours.
+"""Feedback pages: nothing a student wrote runs as script when the page is opened, maths
+renders with the network off, code has colours.
 
 The hostile notebook tries every way in that nbconvert's templates leave open: `<script>` and
 `onerror=` in markdown cells, in text/html, text/markdown and SVG outputs, a JavaScript output,
@@ -33,7 +33,7 @@ import browser_support as lab_page
 from browser_support import REPO_ROOT, require_chromium, screenshot
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
 MATHS_LESSON = "01_leaf_and_intermediate"
 PWN = "window.__pwned=(window.__pwned||[]).concat"

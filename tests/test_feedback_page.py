@@ -1,4 +1,4 @@
-"""The feedback page stands alone and reads well (issue 24, items 6 and 15): no lesson
+"""The feedback page stands alone and reads well: no lesson
 navigation whose links lead nowhere, no font to fetch, `lang` on <html>, headings without "¶"
 links, and every code colour at a contrast of at least 4.5:1 on the code's grey.
 

@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
-from dask_cluster import Cluster, make_certificates  # noqa: E402
+import fixture_course
+from dask_cluster import Cluster, make_certificates
 
-from autograder.dispatch.cluster_worker import COURSE_ENV, HOLD_ENV  # noqa: E402
-from autograder.demo import Lessons, _write  # noqa: E402
-from autograder.sandbox.confine import PROBE_ENV  # noqa: E402
+from autograder.dispatch.cluster_worker import COURSE_ENV, HOLD_ENV
+from autograder.demo import Lessons, _write
+from autograder.sandbox.probe import PROBE_ENV
 
 pytestmark = pytest.mark.dask
 
@@ -224,8 +224,8 @@ def test_a_worker_killed_mid_run_loses_nothing(course, cluster):
 
 
 def test_workers_stay_warm_from_one_grading_to_the_next(course, tls, tmp_path):
-    """Feedback on submit with `[feedback] cluster` (issue 31, 3a): each batch is a grading of
-    its own, with a new connection; the workers keep the course, their imports and runner
+    """Feedback on submit with `[feedback] cluster`: each batch is a grading of its own, with a
+    new connection; the workers keep the course, their imports and runner
     host from the earlier one (same course, same limits), and the command says so. After a
     Generate (the course changed) they warm again."""
     cluster = Cluster(tmp_path, tls)
@@ -379,7 +379,7 @@ def worker_install(bundle, files):
     _keep("install", sorted(files))
 
 
-def warm_worker(spec):
+def check_and_warm(spec):
     _keep("warm", spec)
     raise EvilError("warm")
 

@@ -371,7 +371,7 @@ def test_a_notebook_forked_from_a_shared_prologue_can_use_every_thread_it_is_giv
     left a zygote whose forked notebooks hung at their first parallel operation (0 CPU, until
     the wall clock's 10x limit said "timeout"). The prologue runs on one thread; the notebook
     then gets its share of the cores and finishes."""
-    from autograder.sandbox.confine import check_available
+    from autograder.sandbox.probe import check_available
     from autograder.sandbox.policy import SandboxPolicy
     from autograder.trusted.executor import Host, host_config
 

@@ -1,4 +1,4 @@
-"""A class on the course's JupyterHub, end to end in Chromium (issue 16).
+"""A class on the course's JupyterHub, end to end in Chromium.
 
 `hub/hubctl.py start` (what `make hub` runs) starts a real JupyterHub on a free port of
 127.0.0.1, with its state in a temporary folder. An instructor and two students sign up and
@@ -37,7 +37,7 @@ from conftest import LESSONS
 from notebook_support import answer_cells, grading, without_markers
 
 sys.path.insert(0, str(REPO_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
+from coursehub import settings as class_settings
 
 pytestmark = [pytest.mark.browser, pytest.mark.hub]
 
@@ -168,8 +168,8 @@ def user_processes(name: str) -> list[int]:
 
 
 def address_space_limit(pid: int) -> int | None:
-    line = next(l for l in Path(f"/proc/{pid}/limits").read_text().splitlines()
-                if l.startswith("Max address space"))
+    line = next(row for row in Path(f"/proc/{pid}/limits").read_text().splitlines()
+                if row.startswith("Max address space"))
     soft = line.split()[3]
     return None if soft == "unlimited" else int(soft)
 
@@ -264,6 +264,8 @@ def reload_lab(page, hub: ClassHub, name: str):
 
 def assignment_list(page):
     """The Assignments tab, opened from the menu, in front and loaded."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     lab_page.menu(page, "Nbgrader", "Assignment List")
     tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Assignments").first
     listing = page.locator("#released_assignments_list")
@@ -276,7 +278,7 @@ def assignment_list(page):
             page.wait_for_timeout(500)
             if listing.is_visible():
                 break
-        except Exception:  # playwright's TimeoutError: the tab went behind another
+        except PlaywrightTimeout:  # the tab went behind another
             continue
     page.locator("#released_assignments_list_loading").wait_for(state="hidden")
     return page
@@ -504,7 +506,7 @@ def run_in_contexts(browser, run, label: str) -> None:
             for number, page in enumerate(context.pages):
                 try:
                     screenshot(page, f"{label}-{index}-{number}")
-                except Exception:
+                except Exception:  # noqa: BLE001 (a screenshot is best effort, never the failure)
                     pass
             context.close()
 
@@ -616,7 +618,7 @@ def _run_class(hub: ClassHub, browser, new_context) -> None:
     rows = start_page_rows(student_pages[ann], reload=(hub, ann))
     assert re.search(r"0 of \d+ exercises pass", rows[LAST_LESSON[:2]]), rows
     # docs/images/hub-start-page.png shows a class with feedback on submit (its alt text says
-    # so), taken from the newcomer's run of issue 31: this one is a test artifact only.
+    # so), taken from a first-time instructor's class run through: this one is a test artifact only.
     screenshot(student_pages[ann], "student-start-page")
     timings["run all"] = time.monotonic()
 

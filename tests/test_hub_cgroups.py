@@ -11,16 +11,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import cgroups  # noqa: E402
-from coursehub import settings as class_settings  # noqa: E402
-from test_onsubmit import hub_course, nobodys_python  # noqa: E402,F401 (fixtures)
+from coursehub import cgroups
+from test_onsubmit import hub_course, nobodys_python  # noqa: F401 (fixtures)
 
 HUB_LIB = str(COURSE_ROOT / "hub" / "lib")
 LIMIT = 64 << 20
@@ -65,7 +63,7 @@ def _root_has_cgroups() -> str:
 
 
 @pytest.fixture
-def class_state(hub_course):  # noqa: F811
+def class_state(hub_course):
     """A class's state and course folders (test_onsubmit's), and the hub's cgroups removed
     afterwards as `make hub-stop` removes them."""
     settings, python = hub_course

@@ -1,4 +1,4 @@
-"""The class hub's idle culler (issue 16, item 1): jupyterhub-idle-culler, as hub/class.toml
+"""The class hub's idle culler: jupyterhub-idle-culler, as hub/class.toml
 configures it, stops a server left idle and keeps the user's files.
 
 A file of its own, apart from tests/test_hub.py's end-to-end class, so that the two hubs can

@@ -1,4 +1,4 @@
-"""Feedback on submit on the class hub, end to end in Chromium (issue 26, part 2).
+"""Feedback on submit on the class hub, end to end in Chromium.
 
 A hub whose class file says `feedback_on_submit = true`, at most 2 submissions graded per
 student and hour. The instructor releases lesson 01 and does nothing more. Ann (every answer)

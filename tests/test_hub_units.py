@@ -1,4 +1,4 @@
-"""The class hub's parts, without a hub (issue 16): its configuration file, the course folder's
+"""The class hub's parts, without a hub: its configuration file, the course folder's
 and each role's nbgrader configuration, the repository's permissions, the gradebook's students
 and the collect that refuses submissions filed under someone else's name."""
 
@@ -19,9 +19,9 @@ from conftest import COURSE_ROOT, LESSONS, read_notebook, student_path
 from coursekit.lab import course_intro, lesson_title
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub import singleuser, state, students  # noqa: E402
-from coursehub.settings import ConfigError  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub import singleuser, state, students
+from coursehub.settings import ConfigError
 
 LESSON = "01_leaf_and_intermediate"
 

@@ -301,6 +301,9 @@ STAGES = (
     ("autograder", "autograder.text", "autograder.units", "autograder.grader_notes",
      "autograder.protocol", "coursekit"),
     ("autograder.sandbox",),
+    # Whether the sandbox can run here, asked by the grader and `make setup`: what runs beside
+    # student code never imports it.
+    ("autograder.sandbox.probe",),
     ("autograder.runner",),
     ("autograder.release",),
     ("autograder.intake",),

@@ -1,4 +1,4 @@
-"""What students read is honest about the texts the lessons correct (issue 33 item 2): it says
+"""What students read is honest about the texts the lessons correct: it says
 what a text is instead of "the source", keeps the internal example ids in cell tags only, and
 each note on a text is an Erratum (the text was wrong) or a Then and now (torch changed)."""
 
@@ -112,8 +112,8 @@ SECTION = re.compile(r"(?m)^#{2,3} (\d+)\. ")
 def test_sections_are_numbered_in_reading_order(lesson):
     """A lesson's numbered sections run 1, 2, 3… in the order a student reads them, the core's
     first and Going further's after them, and the **Time:** line and Going further's opening
-    name the same core (issue 33: lesson 05's core ran 1–5, 7, 8 and its section 6 came after
-    the summary)."""
+    name the same core (lesson 05's core once ran 1–5, 7, 8, and its section 6 came after the
+    summary)."""
     cells = read_notebook(solution_path(lesson)).cells
     numbers, core = [], None
     for cell in cells:

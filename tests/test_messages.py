@@ -444,7 +444,7 @@ def test_outcomes_of_the_size_scenarios_may_report_are_read():
 
 
 def test_a_visible_runs_fresh_start_outcome_is_kept_and_no_other_key():
-    """Issue 32: the outcome of a visible example run on a fresh start ("<run>/fresh") is what
+    """The outcome of a visible example run on a fresh start ("<run>/fresh") is what
     the page reads the test cell's words from; it is kept, and only for a run asked for."""
     from autograder.trusted.messages import _outcomes_of
 

@@ -1,4 +1,4 @@
-"""The misconception suite through the grading command (issue 13, "tests are the spec").
+"""The misconception suite through the grading command (the tests are the grader's specification).
 
 Every variant of tests/variants/<lesson>.py (a typical wrong answer, or a valid alternative)
 is graded by `python -m autograder grade` with the sandbox on, as CI grades: a wrong answer
@@ -43,8 +43,8 @@ import scenario_support as support
 
 LESSONS = lessons(COURSE_ROOT)
 VARIANTS_DIR = COURSE_ROOT / "tests" / "variants"
-MIN_WRONG = 10  # wrong answers with a named mistake or relation, per exercise (issue 32)
-MIN_VALID = 3  # valid alternatives, per exercise (issue 32)
+MIN_WRONG = 10  # wrong answers with a named mistake or relation, per exercise
+MIN_VALID = 3  # valid alternatives, per exercise
 # A fixed course secret: the hidden scenarios' inputs are drawn from it (per student), so a
 # run of this module grades the same inputs every time.
 SECRET = "6d69736365707469" * 8
@@ -506,7 +506,7 @@ def _neighbours(lesson: str, r: int, exercise: str) -> str:
 
 def cell_said(lesson: str, exercise: str, variant: dict) -> str | None:
     """What the test cell says of the wrong answer `variant` (run in this process), where its
-    lesson declares its cell checks (issue 32: the page says at least that)."""
+    lesson declares its cell checks (the graded page says at least that)."""
     if support.cell_words_gap(exercise, variant["name"]):
         return None
     namespace = support.variant_namespace(lesson, exercise, variant["source"])

@@ -19,11 +19,11 @@ import pytest
 from conftest import COURSE_ROOT
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING, WORKING,  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING, WORKING,
                                 Queue, instructor_report, parse_name, student_status, work)
-from coursehub.settings import ConfigError, OnSubmit  # noqa: E402
-from coursehub.startpage import start_page  # noqa: E402
+from coursehub.settings import ConfigError, OnSubmit
+from coursehub.startpage import start_page
 
 L1, L2 = "01_leaf_and_intermediate", "02_retain_grad"
 T0 = 1_800_000_000.0  # a fixed moment; every test gives its own clock
@@ -244,7 +244,7 @@ def test_the_start_page_shows_the_student_their_submissions(tmp_path):
 
 
 def test_students_are_told_as_their_grading_starts_not_only_once_it_is_done(tmp_path):
-    """The newcomer's class (issue 31): the students' state is published each time a step
+    """A first-time instructor's class: the students' state is published each time a step
     starts or ends, so that while a batch is graded its students read "being graded now"
     (they went on reading "0 ahead of you" until their feedback came)."""
     queue, limits = Queue(tmp_path / "q.json"), OnSubmit(enabled=True)
@@ -386,7 +386,7 @@ def test_at_the_deadline_the_full_feedback_of_the_last_graded_one_is_released_on
     assert len(steps.calls) == 6
     before = student_status(queue, "ann")[0]["status"]
     assert "hidden checks' results come after the deadline" in before
-    # What the score counts is said plainly (issue 30, item 11).
+    # What the score counts is said plainly: the hidden checks too.
     assert "this score counts the hidden checks too" in before
     # At the deadline: the newest graded submission's full feedback, made and released; the
     # service stopped between the two picks up at the release.

@@ -1,4 +1,4 @@
-"""Feedback on submit at a deadline rush (issue 31, item 1): the submissions collected while
+"""Feedback on submit at a deadline rush: the submissions collected while
 others wait are graded together, a lesson at a time, by one grading command (warm workers,
 reference outcomes computed once); each student's result is then filed on its own, each is
 charged its own grading time, and new submissions are noticed while a step runs. The clock is
@@ -18,10 +18,10 @@ from conftest import COURSE_ROOT
 from test_onsubmit import L1, L2, T0, Recorder, by_name, mine, name, run_all
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub.onsubmit import DONE, Queue, student_status  # noqa: E402
-from coursehub.settings import OnSubmit  # noqa: E402
-from coursehub.submitqueue import GRADE_BATCH  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub.onsubmit import DONE, Queue, student_status
+from coursehub.settings import OnSubmit
+from coursehub.submitqueue import GRADE_BATCH
 
 pytestmark = pytest.mark.fast
 
@@ -87,7 +87,7 @@ class Processes(Batches):
 
 def test_a_rush_is_collected_and_released_by_one_process_per_batch_not_one_per_submission(
         tmp_path):
-    """The newcomer's deadline burst (issue 31): each collect and each release was a process
+    """A first-time instructor's deadline burst: each collect and each release was a process
     of its own, 5 to 13 s each on a busy machine, one after the other, so that they, not the
     grading, made the last of three students wait 74 s. Each step now takes what is ready of
     a lesson in one process; a student's second lesson waits for the next collect (the

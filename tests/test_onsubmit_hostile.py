@@ -1,4 +1,4 @@
-"""Feedback on submit against a hostile classmate (issue 30, items 4-7 and 12).
+"""Feedback on submit against a hostile classmate who can write to the shared inbound folder.
 
 Inbound is writable by every student: Mallory can make folders named for Alice, folders for
 lessons that do not exist, thousands of them, links, and folders she removes once seen; her
@@ -26,10 +26,10 @@ from conftest import COURSE_ROOT
 from test_onsubmit import L1, L2, T0, Recorder, by_name, mine, name, run_all
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub import settings as class_settings  # noqa: E402
-from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING,  # noqa: E402
+from coursehub import settings as class_settings
+from coursehub.onsubmit import (DONE, FAILED, PENDING, SUPERSEDED, WAITING,
                                 Queue, Steps, instructor_report, student_status, work)
-from coursehub.settings import OnSubmit  # noqa: E402
+from coursehub.settings import OnSubmit
 
 pytestmark = pytest.mark.fast
 

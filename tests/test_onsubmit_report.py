@@ -1,4 +1,4 @@
-"""Feedback on submit's class report (hub/lib/coursehub/onsubmit_report.py, issue 31 item 4):
+"""Feedback on submit's class report (hub/lib/coursehub/onsubmit_report.py):
 made from the records each grading on submit leaves (grades.csv and checks.json, written by
 the grading command's own writers), it is the report a local `python -m autograder grade` of
 the same results writes: named mistakes shown, visible and hidden checks kept apart."""
@@ -21,7 +21,7 @@ from autograder.report.class_report import read_checks, write_report
 from autograder.tasks import Result
 
 sys.path.insert(0, str(COURSE_ROOT / "hub" / "lib"))
-from coursehub.onsubmit_report import class_report  # noqa: E402
+from coursehub.onsubmit_report import class_report
 
 L1 = "01_leaf_and_intermediate"
 MISTAKE = "gradient taken of the intermediate instead of the leaf"

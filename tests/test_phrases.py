@@ -1,5 +1,6 @@
-"""The grader's one list of phrases against the misnamings issue 32 measured (item 2): each
-look-alike gets the measured relation, never a cause the evidence does not decide."""
+"""The grader's one list of phrases against the misnamings measured on graded pages
+(a mistake named for answers that had not made it): each look-alike gets the measured
+relation, never a cause the evidence does not decide."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from autograder.trusted.relations import relate
 
 import scenario_support as support
 
-# What the graded pages said of answers that had not made that mistake (issue 32).
+# What the graded pages said of answers that had not made that mistake.
 MISNAMINGS = ["off by one", "state kept between calls", "the result ignores the argument",
               "a dimension summed away", "is the result hard-coded", "hard-coded",
               "the same value counted for every name", "a mask not applied everywhere",

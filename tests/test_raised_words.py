@@ -136,7 +136,7 @@ def test_a_hidden_check_leaves_out_quoted_names_and_special_values_but_not_type_
 
 
 def test_the_lessons_guard_is_named_with_the_function_the_answer_called():
-    """Issue 32 (blind review): lesson 04's guard raised FullJacobianBuilt naming the function;
+    """Lesson 04's guard raised FullJacobianBuilt naming the function;
     the page said "an exception of its own class" (as if the student had defined it) with the
     function's name left out. Its exact messages are the course's text: shown whole, on a
     hidden check too; any other message under that class name is told by kind only."""

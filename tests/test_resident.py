@@ -1,4 +1,4 @@
-"""The resident grader of feedback on submit (issue 31, item 1): started once, it grades batch
+"""The resident grader of feedback on submit: started once, it grades batch
 after batch with the same warm workers, as the one-shot grading command would (the same
 grades), and a notebook that kills its worker costs that notebook only."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "grading"))
-import fixture_course  # noqa: E402
+import fixture_course
 
-from autograder.demo import Lessons, _write  # noqa: E402
+from autograder.demo import Lessons, _write
 
 pytestmark = pytest.mark.slow
 

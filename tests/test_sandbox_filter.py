@@ -1,6 +1,6 @@
-"""The sandbox's seccomp filter on sockets and on memory no process maps (issue 30, items 9 and
-13), and what it shows of the machine's accounts (issue 35, item 2), each checked in a real
-process that installs the filter or enters the sandbox.
+"""The sandbox's seccomp filter on sockets and on memory no process maps (a hostile
+classmate's ways out), and what it shows of the machine's accounts (its own, never the
+machine's), each checked in a real process that installs the filter or enters the sandbox.
 
 - socket() and socketpair() take only AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK: AF_VSOCK
   (not per network namespace: on a VM it reaches the hypervisor) and the rest are refused;

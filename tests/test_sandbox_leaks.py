@@ -1,4 +1,4 @@
-"""Two things of the instructor's that reached a sandbox (issue 35, item 2): the docstrings of
+"""Two things of the instructor's that reached a sandbox, and must not: the docstrings of
 the scenario helpers (some explain how a hidden check judges), and the grading machine's
 /etc/passwd and /etc/group (on the class hub, the class's account names)."""
 

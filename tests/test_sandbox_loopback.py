@@ -20,7 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from autograder.sandbox.confine import check_available  # noqa: E402
+from autograder.sandbox.probe import check_available  # noqa: E402
 
 PROBE = r'''
 import json, os, socket, sys, tempfile

@@ -380,8 +380,8 @@ CELL_CASES = [(lesson, v) for lesson, v in VARIANT_CASES if v.get("cell")]
 @pytest.mark.parametrize("lesson,variant", CELL_CASES,
                          ids=[f"{v['exercise']}-{v['name']}" for _, v in CELL_CASES])
 def test_the_test_cell_fails_the_answer_and_says_why(lesson, variant):
-    """The answers whose test cell said "passed" before grading gave 0 (issue 32), and those
-    it told a mistake they did not make (issue 33): the cell fails them, in the words listed."""
+    """The answers whose test cell said "passed" before grading gave 0, and those it told a
+    mistake they did not make: the cell fails them, in the words listed."""
     namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
     ran, text = support.run_test_cell(lesson, variant["exercise"], namespace)
     assert not ran, f"the test cell passes a wrong answer: {text}"
@@ -454,7 +454,7 @@ WRONG_CASES = [_wrong_case(lesson, v) for lesson, v in VARIANT_CASES if v["expec
 
 @pytest.mark.parametrize("lesson,variant", WRONG_CASES)
 def test_the_graded_page_says_what_the_test_cell_said(lesson, variant):
-    """Issue 32: for each wrong answer, the message its test cell printed (a likely mistake, a
+    """For each wrong answer, the message its test cell printed (a likely mistake, a
     hint, a check_true message) is on the graded page too, found again by the grader from the
     values the visible scenario reported (run after the cell, as grading runs them)."""
     namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
@@ -508,7 +508,7 @@ def test_no_cell_declaration_enters_the_sandbox(lesson):
     assert all(s.cell is None for s in collect(support.sandbox_module(lesson))[0])
 
 
-# Issue 32, blind review: an answer that keeps state between calls (leaves cached per input, a
+# An answer that keeps state between calls (leaves cached per input, a
 # first result kept at module level, rows memoised by index) is right on the test cell's own
 # call, and the cell says its example passed. The page reads what the cell said from a fresh
 # start of the answer cell, never from the later call, and says what it measured.
@@ -535,7 +535,7 @@ def test_an_answer_right_only_on_the_cells_own_call_is_told_what_was_measured(le
 
 
 def test_a_forward_mode_answer_to_the_vjp_exercise_is_not_steered_further_into_it():
-    """Issue 32 (blind review): jvp(f, (x,), (v,)) for vᵀJ raised on a non-square Jacobian,
+    """An answer's jvp(f, (x,), (v,)) for vᵀJ raised on a non-square Jacobian,
     and the page advised making the tangent like the input, deeper down the wrong path. The
     message decides the tangent's shape only: the page says that, and advises nothing."""
     lesson = "04_vector_jacobian_products"

@@ -1,7 +1,7 @@
 """`make setup` says in one line that the course and the grader's sandbox are ready, or tells
 an instructor when the sandbox cannot run on this machine.
 
-The probe (`autograder.sandbox.confine.check_available`) really forks and confines a process;
+The probe (`autograder.sandbox.probe.check_available`) really forks and confines a process;
 AUTOGRADER_SANDBOX_PROBE=fail makes that process fail as if the kernel had refused, so the
 note can be seen on a machine where the sandbox works. The note never fails the set-up, and
 `make lab` (what students run) does not probe at all.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.sandbox.confine import PROBE_ENV, check_available
+from autograder.sandbox.probe import PROBE_ENV, check_available
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,5 +49,5 @@ def test_setup_says_in_one_line_that_all_is_ready():
 
 def test_lab_does_not_probe_the_sandbox():
     planned = make("-n", "lab").stdout
-    assert "autograder.sandbox.confine" not in planned
-    assert "autograder.sandbox.confine --setup-note" in make("-n", "setup").stdout
+    assert "autograder.sandbox.probe" not in planned
+    assert "autograder.sandbox.probe --setup-note" in make("-n", "setup").stdout

@@ -579,7 +579,7 @@ def test_the_tolerance_grows_with_the_scale_of_the_values_not_past_it():
 
 
 def test_results_that_cannot_be_read_say_what_was_expected():
-    """Issue 32: "its results could not be reported" becomes what the check expected."""
+    """The words "its results could not be reported" become what the check expected."""
     unreadable = read_outcome({"unreportable": "an observation of type Foo cannot be reported"})
     reference = read_outcome({"observations": {"h.grad": encode(__import__("torch").ones(2)),
                                                "calls": 1}})
@@ -590,7 +590,7 @@ def test_results_that_cannot_be_read_say_what_was_expected():
 
 
 def test_a_long_tensor_says_how_many_entries_differ_and_where_the_largest_is():
-    """Issue 32: 4435 parameters printed the same first 8 values as expected and found."""
+    """4435 parameters printed the same first 8 values as expected and found."""
     import torch
 
     expected = torch.arange(300, dtype=torch.float32).reshape(20, 15) / 7
@@ -607,7 +607,7 @@ def test_a_long_tensor_says_how_many_entries_differ_and_where_the_largest_is():
 
 
 def test_an_entry_named_in_words_is_not_shown_as_an_internal_key():
-    """Issue 32: "a 300-element float32 tensor['stored dtype']" reads as code nobody wrote."""
+    """A name like "a 300-element float32 tensor['stored dtype']" reads as code nobody wrote."""
     expected = {"stored dtype": "torch.float16", "grads": {"pre": 1.0}}
     found = {"stored dtype": "torch.float32", "grads": {"pre": 2.0}}
     said = differences(expected, found, 1e-5, 1e-6, "the packed tensor", True)
@@ -646,7 +646,8 @@ def test_a_frozen_parameter_is_not_said_to_be_detached():
 
 
 # --------------------------------------------------------------------------------------------
-# What the test cell said, found again from the visible scenario's observations (issue 32)
+# What the test cell said, found again from the visible scenario's observations (the page says at
+# least what the cell said)
 
 def _cell_scenario(*checks) -> Scenario:
     from coursekit.scenarios import cell_checks
@@ -728,7 +729,7 @@ def test_a_cell_message_never_quotes_a_string_the_answer_reported():
 
 
 def test_a_count_equal_to_the_examples_once_is_not_told_as_the_examples_value():
-    """Issue 32 (blind review): a count of products that equalled the example's 3 by chance
+    """A count of products that equalled the example's 3 by chance
     read as "the test cell example's value, whatever the inputs" (as if hard-coded). A count
     or flag is told so only when two hidden runs of different expectations both found it."""
     said = "y is the test cell example's value, whatever the inputs"

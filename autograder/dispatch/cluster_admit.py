@@ -13,7 +13,7 @@ from pathlib import Path
 from autograder.dispatch.cluster_bundle import code_digests, course_bundle
 from autograder.dispatch.cluster_guard import BadReply, read_reply, refuse_pickles
 from autograder.dispatch.cluster_proof import proof_key, proven
-from autograder.dispatch.cluster_worker import (SHARED_OPTIONS, ClusterError, warm_worker,
+from autograder.dispatch.cluster_worker import (SHARED_OPTIONS, ClusterError, check_and_warm,
                                                 worker_hello, worker_install)
 from autograder.tasks import GradingOptions
 from autograder.text import one_line
@@ -180,7 +180,7 @@ class Admission:
             echo(f"Checking and warming {len(workers)} workers of the cluster at "
                  f"{self.address} ...")
         refused = self.admit(workers)
-        warming = {address: self.client.submit(warm_worker, self.spec, workers=[address],
+        warming = {address: self.client.submit(check_and_warm, self.spec, workers=[address],
                                                allow_other_workers=False,
                                                key=f"warm-{self.spec['key']}-{address}")
                    for address in sorted(self.proven)}

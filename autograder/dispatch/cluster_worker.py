@@ -51,7 +51,7 @@ def worker_hello(nonce: str, bundle: str, code: dict, dask_worker=None) -> dict:
     if problem is None:
         problem = code_difference(code)
     if problem is None:
-        from autograder.sandbox.confine import check_available
+        from autograder.sandbox.probe import check_available
 
         probe = check_available()
         problem = f"it cannot confine notebooks: {probe}" if probe else None
@@ -131,7 +131,7 @@ class _Worker:
 
 
 def _refusal(spec: dict) -> str | None:
-    from autograder.sandbox.confine import check_available
+    from autograder.sandbox.probe import check_available
 
     secret, problem = read_secret(secret_path(worker_course()))
     if problem:
@@ -216,10 +216,11 @@ def grade_chunk(spec: dict, chunk: list[dict], nonce: str = "") -> bytes:
                                       f"{err})"[:2000]}).encode()
 
 
-def warm_worker(spec: dict) -> bytes:
-    """A Dask task, pinned to this worker: check it and warm it for `spec` (JSON back: why it
-    refuses, or None; and whether it was warm for `spec` already, from an earlier grading of
-    the same course with the same limits: nothing to start again)."""
+def check_and_warm(spec: dict) -> bytes:
+    """A Dask task, pinned to this worker: check it and warm it for `spec`, through
+    `grade_task.warm_worker` as a local pool's worker is warmed. JSON back: why it refuses, or
+    None; and whether it was warm for `spec` already, from an earlier grading of the same
+    course with the same limits: nothing to start again."""
     from distributed import get_worker
 
     warm = _STATE.key == spec.get("key") and _STATE.problem is None

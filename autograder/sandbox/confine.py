@@ -34,7 +34,6 @@ import ctypes
 import errno
 import fcntl
 import os
-import platform
 import resource
 import select
 import shutil
@@ -42,7 +41,6 @@ import signal
 import socket
 import stat
 import struct
-import sys
 
 from autograder.sandbox.limits import Cgroup
 from autograder.sandbox.policy import HOME, INSIDE_UID, NOBODY, USER, SandboxPolicy
@@ -54,104 +52,14 @@ from autograder.sandbox.syscalls import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS
                                          MS_REC, MS_REMOUNT, PR_CAP_AMBIENT,
                                          PR_CAP_AMBIENT_CLEAR_ALL, PR_CAPBSET_DROP,
                                          PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG,
-                                         SYSCALLS, SandboxError, check, libc, mount, syscall,
+                                         SandboxError, check, libc, mount, syscall,
                                          write)
 
-CAP_SYS_ADMIN = 21
-PROBE_ENV = "AUTOGRADER_SANDBOX_PROBE"  # "fail": check_available() fails (tests)
 # The sandbox's own accounts, never the machine's (on the class hub, its students' names).
 _ACCOUNTS = {"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                        f"{USER}:x:{INSIDE_UID}:{INSIDE_UID}:{USER}:{HOME}:/bin/sh\n"
                        f"nobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/usr/sbin/nologin\n",
              "group": f"root:x:0:\n{USER}:x:{INSIDE_UID}:\nnogroup:x:{NOBODY}:\n"}
-
-
-def check_available() -> str | None:
-    """None when this machine can confine notebooks; otherwise what is missing and what to do."""
-    if not sys.platform.startswith("linux"):
-        return "The sandbox needs Linux (user, PID, mount and network namespaces)."
-    if platform.machine() not in SYSCALLS:
-        return f"The sandbox does not know this processor ({platform.machine()})."
-    import tempfile
-    # For tests of the set-up note: the probe then fails as if the kernel refused.
-    simulated = os.environ.get(PROBE_ENV, "").strip().lower() == "fail"
-    root = tempfile.mkdtemp(prefix="autograder-probe-")
-    os.chmod(root, 0o755)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (measured by the exit status)
-        code = 1
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 2)
-            if simulated:
-                os._exit(1)
-            confine(SandboxPolicy(memory_limit=0), root)
-            code = 0 if os.getuid() == INSIDE_UID and os.path.isdir("/proc/self") else 1
-        except BaseException:  # noqa: BLE001
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    try:
-        os.rmdir(root)
-    except OSError:
-        pass
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-        return None
-    hints = []
-    try:
-        if int(open("/proc/sys/user/max_user_namespaces").read()) == 0:
-            hints.append("user namespaces are disabled: "
-                         "`sudo sysctl -w user.max_user_namespaces=15000`")
-    except (OSError, ValueError):
-        pass
-    try:
-        if open("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").read().strip() == "1":
-            hints.append("AppArmor restricts unprivileged user namespaces (as Ubuntu 24.04 "
-                         "does): `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`"
-                         ", or give this Python an AppArmor profile that allows `userns,`")
-    except OSError:
-        pass
-    try:
-        if open("/proc/sys/kernel/unprivileged_userns_clone").read().strip() == "0":
-            hints.append("`sudo sysctl -w kernel.unprivileged_userns_clone=1`")
-    except OSError:
-        pass
-    if os.geteuid() == 0 and not _has_capability(CAP_SYS_ADMIN):
-        hints.append("the grader runs as root without CAP_SYS_ADMIN (a container's default): "
-                     "run it as an ordinary user, which needs only user namespaces, or give "
-                     "the container CAP_SYS_ADMIN (Docker: `--cap-add SYS_ADMIN`)")
-    hint = "; ".join(hints) or ("allow user namespaces for this user (in a container, run it "
-                                "with user namespaces allowed, e.g. Docker's "
-                                "`--security-opt seccomp=unconfined`)")
-    return ("This machine does not let the grader create the namespaces its sandbox needs "
-            f"(user, mount, PID, network): {hint}. Or grade with --no-sandbox, which is as "
-            "unsafe as plain nbgrader."
-            + (f" (Simulated: {PROBE_ENV}=fail is set.)" if simulated else ""))
-
-
-def _has_capability(number: int) -> bool:
-    try:
-        for line in open("/proc/self/status"):
-            if line.startswith("CapEff:"):
-                return bool(int(line.split()[1], 16) >> number & 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return True
-
-
-def setup_note() -> str | None:
-    """What `make setup` tells an instructor when this machine cannot confine notebooks
-    (None when it can). Never an error: students set up the same way and need no sandbox."""
-    try:
-        problem = check_available()
-    except Exception as err:  # noqa: BLE001 (a note, whatever happens)
-        problem = f"The sandbox's probe failed: {err}."
-    if problem is None:
-        return None
-    return ("Note for instructors (students can ignore it: `make lab` does not need it): "
-            "`make grade` runs each notebook in a sandbox, and it cannot run on this machine, "
-            "so grading would stop before it starts. " + problem + " README.md (For "
-            "instructors) says what the sandbox needs.")
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
@@ -416,9 +324,3 @@ def _drop_privileges() -> None:
     header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
     data = (_CapData * 2)()
     check(syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
-
-
-if __name__ == "__main__":  # `make setup`: one line that all is ready, or a note
-    if sys.argv[1:] == ["--setup-note"]:
-        print(setup_note() or "Ready: the course's environment (.venv) is set up, and the "
-              "grader's sandbox runs on this machine.")
