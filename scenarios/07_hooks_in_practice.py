@@ -6,6 +6,7 @@ weights drawn from `rng`; the visible scenarios rebuild the test cells' own mode
 """
 
 import contextlib
+import copy
 import warnings
 
 import torch
@@ -842,9 +843,29 @@ def sgd_visible_example(attach_sgd_hooks, rng):
     train_images, train_labels, _ = make_shapes(300, seed=0)
     torch.manual_seed(31)
     start = deep_mlp(3, 16, 256, 3, "tanh")
+    graph_run = copy.deepcopy(start)
     batches = [(train_images[16 * step:16 * (step + 1)],
                 train_labels[16 * step:16 * (step + 1)]) for step in range(4)]
-    return _sgd_run(attach_sgd_hooks, start, 0.05, 0.01, batches)
+    observed = _sgd_run(attach_sgd_hooks, start, 0.05, 0.01, batches)
+    return {**observed, **_create_graph_step(attach_sgd_hooks, graph_run, 0.05, 0.01,
+                                             *batches[0])}
+
+
+def _create_graph_step(attach_sgd_hooks, model, lr, weight_decay, images, labels):
+    """The test cell's last step: one backward(create_graph=True), which runs the hooks with
+    grad mode on; an answer that changes a parameter in place outside no_grad is refused."""
+    attach_sgd_hooks(model, lr, weight_decay)
+    loss = F.cross_entropy(model(images), labels)
+    refused = False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the reference cycle create_graph=True warns about
+            loss.backward(create_graph=True)
+    except RuntimeError as err:
+        if "leaf Variable that requires grad" not in str(err):
+            raise
+        refused = True
+    return {_REFUSED: refused, _GRAPH_STEP: _flat(model)}
 
 
 def _visible_one_step():
@@ -869,6 +890,8 @@ def _one_step_mistakes():
 
 
 _AFTER = "parameters after each backward pass"
+_REFUSED = "backward(create_graph=True) refused an in-place change of a leaf"
+_GRAPH_STEP = "parameters after one step under backward(create_graph=True)"
 CELL_07_EX3 = cell_checks(
     "07-ex3",
     expect_equal("optimizer objects created",
@@ -886,7 +909,13 @@ CELL_07_EX3 = cell_checks(
                 "(zero_() keeps the tensor)"),
     expect_tensor(_AFTER, name="the parameters after 4 steps", atol=1e-6,
                   read=lambda seen: seen[_AFTER][3]),
-    expect_equal("number of handles", name="the number of handles"))
+    expect_equal("number of handles", name="the number of handles"),
+    expect_true(lambda seen: not seen[_REFUSED],
+                "backward(create_graph=True) raised RuntimeError: grad mode is on while its hooks "
+                "run, and autograd refuses an in-place change of a parameter (a leaf that requires "
+                "grad) outside torch.no_grad(). Put the update inside with torch.no_grad():"),
+    expect_tensor(_GRAPH_STEP, name="the parameters after one step under "
+                                    "backward(create_graph=True)", atol=1e-6))
 
 
 def _random_batches(rng, shape, steps):

@@ -543,14 +543,16 @@ def attach_sgd_hooks(model, lr, weight_decay):
         handles.append(param.register_post_accumulate_grad_hook(sgd))
     return handles
 '''),
-    dict(exercise="07-ex3", name="no-no-grad", expect="fail", mistake="outside torch.no_grad", source='''
+    dict(exercise="07-ex3", name="no-no-grad", expect="fail", mistake="outside torch.no_grad",
+         cell="backward(create_graph=True) raised RuntimeError", source='''
 def attach_sgd_hooks(model, lr, weight_decay):
     def step(param):
         param.sub_(lr * (param.grad + weight_decay * param))
         param.grad = None
     return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
 '''),
-    dict(exercise="07-ex3", name="minus-equals-no-no-grad", expect="fail", mistake="outside torch.no_grad", source='''
+    dict(exercise="07-ex3", name="minus-equals-no-no-grad", expect="fail", mistake="outside torch.no_grad",
+         cell="backward(create_graph=True) raised RuntimeError", source='''
 def attach_sgd_hooks(model, lr, weight_decay):
     handles = []
     for p in model.parameters():
