@@ -451,3 +451,22 @@ def test_a_visible_runs_fresh_start_outcome_is_kept_and_no_other_key():
     reported = {"a/0": 1, "a/0/fresh": 2, "a/0/mistake/1": 3, "b/0/fresh": 4,
                 "a/0/freshly": 5, "a/0/fresh/fresh": 6, "fresh": 7}
     assert _outcomes_of(reported, [("a", 0)]) == {"a/0": 1, "a/0/fresh": 2, "a/0/mistake/1": 3}
+
+
+def test_the_fresh_start_reported_after_the_later_runs_is_kept():
+    """The fresh start runs after every scored run (what the answer cell changes when run
+    again must reach no verdict), so the visible run's "<run>/fresh" comes in the last report,
+    with the later runs'; the visible run's own outcome there (not its first report's) is not
+    kept."""
+    observe = {"source": "SCENARIOS", "filename": "<scenarios>", "mistakes": False,
+               "runs": [["example", 0]], "later": [["hidden", 42]]}
+    run, _ = report([*(done(i) for i in (0, 2, 5)), {"event": protocol.CELLS_DONE},
+                     {"event": protocol.OBSERVING},
+                     {"event": protocol.OBSERVED, "outcomes": {"example/0": {"v": 1}}},
+                     {"event": protocol.OBSERVATIONS, "outcomes": {
+                         "hidden/42": {"v": 2}, "example/0/fresh": {"v": 3},
+                         "example/0": {"v": 4}, "other/0/fresh": {"v": 5}}},
+                     {"event": protocol.END}],
+                    request={"cells": CELLS, "prologue": 0, "observe": observe}, payload=True)
+    assert run.outcomes == {"example/0": {"v": 1}, "hidden/42": {"v": 2},
+                            "example/0/fresh": {"v": 3}}

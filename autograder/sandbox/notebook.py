@@ -90,8 +90,6 @@ def notebook_main(host: NotebookHost, request: dict, events: int, payload: int, 
             try:
                 outcomes = run_scenarios(module, namespace, [tuple(r) for r in observe["runs"]],
                                          mistakes=mistakes)
-                outcomes.update(fresh_within_time(module, namespace, observe.get("fresh"),
-                                                   dict(cells)))
                 if observe.get("more"):
                     # The later runs (the hidden scenarios) and their seeds come only once the
                     # first runs' outcomes are reported: no answer called before could find them.
@@ -99,6 +97,11 @@ def notebook_main(host: NotebookHost, request: dict, events: int, payload: int, 
                     later = read_line(payload).get(protocol.PAYLOAD_RUNS) or []
                     outcomes = run_scenarios(module, namespace, [tuple(r) for r in later],
                                              mistakes=mistakes)
+                # The fresh starts last: the answer cell run again may change what the scored
+                # runs share (a registration at module level adds its hook a second time), so
+                # no scored run comes after it.
+                outcomes.update(fresh_within_time(module, namespace, observe.get("fresh"),
+                                                   dict(cells)))
             except shell.CellTimeout:  # the answers' CPU time ran out (one cell's limit)
                 outcomes = None
             finally:

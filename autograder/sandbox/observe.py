@@ -98,7 +98,11 @@ def run_fresh(module: dict, namespace: dict, fresh: list[tuple[str, int, str]]) 
     seed, answer cell's source), the answer cell run again in a copy of `namespace` (so what
     it keeps at module level starts anew there, and `namespace` keeps its own), then the
     scenario in that copy. Returns {"<scenario>/<seed>/fresh": outcome}; a scenario whose
-    answer cell raises when run again has no entry (the grader then reads the later call)."""
+    answer cell, or whose run, raises anything but the time limit when run again has no
+    entry (the grader then reads the later call). Run after every scored run: what the cell
+    changes outside the copy (a module-level registration, run twice) reaches no verdict."""
+    from autograder.sandbox.shell import CellTimeout
+
     scenarios, _ = collect(module)
     by_name = {s.name: s for s in scenarios}
     out: dict[str, dict] = {}
@@ -110,9 +114,11 @@ def run_fresh(module: dict, namespace: dict, fresh: list[tuple[str, int, str]]) 
         try:
             # the student's own cell, again, in its own sandbox
             exec(compile(source, "<fresh answer cell>", "exec"), copy)  # noqa: S102
-        except (Exception, SystemExit):  # noqa: BLE001 (a cell that fails has no fresh start)
-            continue
-        out[f"{name}/{seed}/fresh"] = run_one(scenario.func, scenario.uses, copy, seed)
+            out[f"{name}/{seed}/fresh"] = run_one(scenario.func, scenario.uses, copy, seed)
+        except CellTimeout:
+            raise
+        except BaseException:  # noqa: BLE001 (a cell that fails, even by KeyboardInterrupt or
+            continue           # GeneratorExit, has no fresh start: it decides no score)
     return out
 
 

@@ -360,7 +360,11 @@ class Messages:
         if run.observing and run.outcomes is None:
             run.observe_seconds = time.monotonic() - self.observing_since
             outcomes = message.get("outcomes")
-            run.outcomes = ({**_outcomes_of(outcomes, self.later_runs), **(self.first or {})}
+            # The fresh starts of the first (visible) runs come last, with the later runs'.
+            fresh = {key: value for key, value in _outcomes_of(outcomes, self.first_runs).items()
+                     if key.endswith("/fresh")}
+            run.outcomes = ({**_outcomes_of(outcomes, self.later_runs), **fresh,
+                             **(self.first or {})}
                             if self.later_runs else _outcomes_of(outcomes, self.first_runs))
 
     def end(self, message: dict) -> None:
