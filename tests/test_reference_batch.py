@@ -6,8 +6,10 @@ that runs every classmate's scenarios, in sorted order, before (or after) this s
 classmates there are, and their submissions (whose digests draw their seeds), must not change
 what the reference reports for this student: a reference that kept state between scenario runs
 (a hook left registered, the global generator drawn from, a cache) would let one submission
-change another's verdict. For every lesson, each scenario's outcome (and each mistake's) on
-one seed is the same computed alone as after other seeds' runs in the same process.
+change another's verdict. For every lesson, each scenario's outcome on one seed is the same
+computed alone as between two other seeds' runs in the same process (one drawn before it in
+the sorted batch order, one after). The reference's outcomes decide scores; the mistakes'
+(named-mistake evidence, run in the same process) are left out here for the suite's time.
 
 Each order runs in a process of its own (the reference's namespace, fresh), as the grader's
 reference runs do.
@@ -36,8 +38,8 @@ module = S.scenario_module(lesson)
 scenarios, _ = collect(module)
 target = [(s.name, 0 if s.visible else 777) for s in scenarios]
 runs = sorted(set(target + [(s.name, seed) for s in scenarios if not s.visible
-                            for seed in (3, 5, 1234, 99999)])) if batch else target
-out = run_scenarios(module, S.reference_namespace(lesson), runs, mistakes=True)
+                            for seed in (3, 1234)])) if batch else target
+out = run_scenarios(module, S.reference_namespace(lesson), runs, mistakes=False)
 wanted = {f"{n}/{s}" for n, s in target}
 print(json.dumps({k: v for k, v in out.items() if "/".join(k.split("/")[:2]) in wanted},
                  sort_keys=True))
