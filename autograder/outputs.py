@@ -15,9 +15,9 @@ from autograder.text import one_line, spreadsheet_cell
 from autograder.nbgrader_glue.inproc import course_config
 from autograder.plan import Intake
 from autograder.release import COURSE_ROOT
+from autograder.records import STATUSES
 from autograder.tasks import Result
 
-STATUSES = ("graded", "missing", "invalid", "timeout", "error")
 CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "reason"]
 
 

@@ -13,6 +13,7 @@ from autograder.intake.state import STATE_FILE, new_since, read_state, write_sta
 from autograder.intake.validate import check
 from autograder.nbgrader_glue.gradebook import submissions
 from autograder.nbgrader_glue.inproc import course_config, safe_student_id
+from autograder.records import KEPT_IN_GRADEBOOK
 from autograder.tasks import Result, Task
 from autograder.trusted.seeds import submission_digest
 
@@ -107,7 +108,7 @@ def remember_graded(root: Path, intake: Intake, results: list[Result],
     state = read_state(root / "autograded" / STATE_FILE)
     for sub in intake.found:
         if sub.digest and (sub.lesson in chosen or sub.lesson is None or sub.problem):
-            kept = status.get((sub.student, sub.lesson)) in ("graded", "timeout", "error")
+            kept = status.get((sub.student, sub.lesson)) in KEPT_IN_GRADEBOOK
             state[sub.shown] = {"digest": sub.digest, "graded": kept}
     write_state(root / "autograded" / STATE_FILE, state)
 
