@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.intake.collect import Submission, layout_summary, pick_newest
+from autograder.intake.digests import submission_digest
 from autograder.intake.files import MAX_NOTEBOOK_BYTES, read_regular
 from autograder.intake.roster import Roster, RosterReport, apply_roster
 from autograder.intake.state import STATE_FILE, new_since, read_state, write_state
@@ -15,7 +16,6 @@ from autograder.nbgrader_glue.gradebook import submissions
 from autograder.nbgrader_glue.inproc import course_config, safe_student_id
 from autograder.records import KEPT_IN_GRADEBOOK
 from autograder.tasks import Result, Task
-from autograder.trusted.seeds import submission_digest
 
 MAX_TIMESTAMP_BYTES = 1024  # nbgrader's timestamp.txt holds one line of about 30 characters
 
