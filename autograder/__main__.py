@@ -234,8 +234,8 @@ def _grade(args: argparse.Namespace, resident=None) -> int:
         print(f"The demo has a course root of its own, {course_root}, with its own "
               "gradebook.db; the course's gradebook was not touched. `make formgrader "
               f"COURSE={shown}` opens nbgrader's formgrader on it.")
-    if report.intake is not None and report.intake.refused:
-        print(f"error: {len(report.intake.refused)} notebooks were not graded because whose "
+    if report.findings is not None and report.findings.refused:
+        print(f"error: {len(report.findings.refused)} notebooks were not graded because whose "
               "they are cannot be told (see the rows without a student id in grades.csv); "
               "everything else was graded.", file=sys.stderr)
         return EXIT_REFUSED

@@ -4,50 +4,19 @@ folders removed, hand-given grades of an earlier notebook dropped, students reco
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
 
 from autograder.feedback.render import write_notice
+from autograder.intake.digests import notebook_digest
 from autograder.intake.files import copy_regular_file
+from autograder.intake.state import STATE_FILE, read_notebooks, write_notebooks
 from autograder.text import one_line
 from autograder.nbgrader_glue.gradebook import gradebook
 from autograder.nbgrader_glue.inproc import coursedir, safe_student_id
 from autograder.tasks import Result, Task
-
-# In the course's autograded/ folder: the digest of the notebook whose grades the gradebook
-# holds, per student and lesson (hand-given grades belong to that notebook only).
-NOTEBOOKS_FILE = ".autograder-notebooks.json"
-
-
-def notebook_digest(path: str | os.PathLike) -> str:
-    """sha256 of a regular file's bytes (never read through a symbolic link)."""
-    digest = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _read_notebooks(path: Path) -> dict[str, dict[str, str]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")).get("notebooks", {})
-        return {str(student): {str(lesson): str(digest) for lesson, digest in lessons.items()}
-                for student, lessons in data.items() if isinstance(lessons, dict)}
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
-def _write_notebooks(path: Path, notebooks: dict[str, dict[str, str]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps({"version": 1, "notebooks": notebooks}, indent=0,
-                                    sort_keys=True), encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def drop_manual_grades(gb, student: str, lesson: str) -> list[str]:
@@ -97,8 +66,8 @@ def prepare_course(config, root: Path, results: list[Result], tasks: list[Task],
     course = coursedir(config)
     # Which notebook the gradebook's grades were given to: nbgrader's copy in submitted/
     # (what it graded last) while it is there to be replaced, else this grader's record.
-    record_path = root / "autograded" / NOTEBOOKS_FILE
-    record = _read_notebooks(record_path)
+    record_path = root / "autograded" / STATE_FILE
+    record = read_notebooks(record_path)
     before, now = {}, {}
     for task in tasks:
         key = (task.student, task.lesson)
@@ -151,7 +120,7 @@ def prepare_course(config, root: Path, results: list[Result], tasks: list[Task],
                     "(this is another notebook): " + ", ".join(what) + "."))
             noted.append(task)
             record.setdefault(key[0], {})[key[1]] = now[key]
-    _write_notebooks(record_path, record)
+    write_notebooks(record_path, record)
     for result in results:
         if result.lesson and result.student_id:
             write_notice(out / "feedback" / result.student_id / f"{result.lesson}.html",

@@ -11,8 +11,6 @@ This module is on the ground floor: it imports nothing of the grader's but `auto
 
 from __future__ import annotations
 
-import re
-
 from nbformat import NotebookNode, from_dict
 
 from autograder.text import one_line
@@ -64,49 +62,75 @@ def checks_stopped_output(kind: str) -> dict:
     return error_output(CHECKS_STOPPED_ENAME, kind, checks_stopped_text(kind))
 
 
-# The verdict's text is written by autograder.trusted.notes.verdict_outputs.
-_VERDICT_SUMMARY = re.compile(r"^Exercise (\S+): \d+ of \d+ checks passed \(checked by the "
-                              r"grader on inputs drawn for you\)\.$")
-_CHECK_LINE = re.compile(r"^([✓✗]) (visible example|hidden check): ")
+# The verdict's text is written by autograder.trusted.notes.verdict_outputs, which keeps the
+# same verdict as data in the test cell's metadata (VERDICT_KEY): what withholding filters.
+# Nothing of a student's file keeps that key: the sanitising pass drops every cell metadata
+# field but Jupyter's and nbgrader's (nbgrader_glue.drop_free_metadata) before the grader's
+# steps run, and only the grader's own step writes it.
+VERDICT_KEY = "autograder_verdict"
 # Before the deadline the points still count every check: said plainly (issue 30, item 11).
 WITHHELD_NOTE = ("The hidden checks' results are shown after the deadline. This exercise's "
                  "points and your score count them already.")
 
 
+def verdict_summary(number: str, passed: int, checks: int) -> str:
+    """The first line of a test cell's verdict."""
+    return (f"Exercise {number}: {passed} of {checks} checks passed (checked by the grader on "
+            "inputs drawn for you).")
+
+
+def verdict_record(cell: NotebookNode) -> dict | None:
+    """The verdict kept in a test cell's metadata, when it holds one of the grader's shape:
+    {"exercise": its number, "domain_line": a line above the first hidden check or None,
+    "checks": [{"name", "visible", "passed", "text": its lines, "message": what the error
+    under the verdict says when it is the first failed one, or None}]}."""
+    record = cell.get("metadata", {}).get(VERDICT_KEY)
+    if not isinstance(record, dict) or not isinstance(record.get("exercise"), str) or \
+            not isinstance(record.get("checks"), list) or \
+            not isinstance(record.get("domain_line"), (str, type(None))):
+        return None
+    for check in record["checks"]:
+        if not (isinstance(check, dict) and isinstance(check.get("name"), str)
+                and isinstance(check.get("visible"), bool)
+                and isinstance(check.get("passed"), bool)
+                and isinstance(check.get("text"), list)
+                and all(isinstance(line, str) for line in check["text"])
+                and isinstance(check.get("message"), (str, type(None)))):
+            return None
+    return record
+
+
 def withhold_hidden_checks(cell: NotebookNode) -> None:
-    """Remove the hidden checks' lines from a test cell's verdict (verdict_outputs' text),
-    counting the visible examples only; its error names a failed visible example, or goes."""
+    """Remove the hidden checks from a test cell's verdict, its text and its record (both
+    made from the record in the cell's metadata, never read back from the text), counting the
+    visible examples only; its error names a failed visible example, or goes."""
+    record = verdict_record(cell)
+    if record is None:
+        return
+    number, checks = record["exercise"], record["checks"]
+    summary = verdict_summary(number, sum(c["passed"] for c in checks), len(checks))
     stream = next((o for o in cell.get("outputs", []) if o.get("output_type") == "stream"
-                   and _VERDICT_SUMMARY.match(o.get("text", "").split("\n", 1)[0])), None)
+                   and o.get("text", "").split("\n", 1)[0] == summary), None)
     if stream is None:
         return
-    summary, *lines = stream.text.rstrip("\n").split("\n")
-    number = _VERDICT_SUMMARY.match(summary).group(1)
-    kept, keep, counts = [], False, [0, 0]
-    failed: list[list[str]] = []  # per failed visible example: its mistake, then its problems
-    for line in lines:
-        check = _CHECK_LINE.match(line)
-        if check:
-            keep = check.group(2) == "visible example"
-            if keep:
-                counts[1] += 1
-                counts[0] += check.group(1) == "✓"
-                if check.group(1) == "✗":
-                    failed.append([])
-        elif keep and failed and line.startswith("    likely mistake: "):
-            failed[-1].insert(0, line.removeprefix("    likely mistake: "))
-        elif keep and failed and line.startswith("    - "):
-            failed[-1].append(line.removeprefix("    - "))
-        if keep:
-            kept.append(line)
-    failed_message = failed[0][0] if failed and failed[0] else None
-    stream.text = (f"Exercise {number}: {counts[0]} of {counts[1]} visible examples passed.\n"
+    first_hidden = next((i for i, c in enumerate(checks) if not c["visible"]), None)
+    kept: list[str] = []
+    for at, check in enumerate(checks):
+        if check["visible"]:
+            kept += check["text"]
+            # The domain line stands above the first hidden check, under the check before it.
+            if record["domain_line"] is not None and first_hidden == at + 1:
+                kept.append(record["domain_line"])
+    visible = [c for c in checks if c["visible"]]
+    passed = sum(c["passed"] for c in visible)
+    stream.text = (f"Exercise {number}: {passed} of {len(visible)} visible examples passed.\n"
                    f"{WITHHELD_NOTE}\n" + "".join(f"{line}\n" for line in kept))
     outputs = [o for o in cell.outputs if not (o.get("output_type") == "error"
                                               and o.get("ename") == CHECK_ENAME)]
-    if counts[0] < counts[1]:
-        message = one_line(failed_message or "a visible example failed", 300)
+    if passed < len(visible):
+        failed = next(c for c in visible if not c["passed"])
+        message = one_line(failed["message"] or "a visible example failed", 300)
         outputs.append(from_dict(error_output(
             CHECK_ENAME, message, f"Exercise {number} is not right yet: {message}")))
     cell.outputs = outputs
-
+    cell.metadata[VERDICT_KEY] = {**record, "checks": visible, "withheld": True}

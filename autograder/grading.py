@@ -248,9 +248,9 @@ def _grade_locked(submissions: Path, options: GradingOptions, intake: Intake, re
         if in_place:  # where each file lies in submitted/, for grading it there
             for sub in found:
                 sub.original = submissions / sub.path.relative_to(source)
-        found = take_in(found, intake, root, in_place, bool(options.lessons), echo)
-        intake.replaced = settle_renamed_students(course_config(root), found, intake.roster,
-                                                  intake.replace_ids, in_place)
+        found, findings = take_in(found, intake, root, in_place, bool(options.lessons), echo)
+        findings.replaced = settle_renamed_students(course_config(root), found, intake.roster,
+                                                    intake.replace_ids, in_place)
         chosen = list(options.lessons) or \
             [name for name in known if any(s.lesson == name for s in found)]
         # One worker per core at most, and each notebook gets its share of the cores.
@@ -280,7 +280,7 @@ def _grade_locked(submissions: Path, options: GradingOptions, intake: Intake, re
 
         results, tasks = plan_tasks(found, chosen, specs, lesson_ids, skipped,
                                     root / "submitted" if in_place else None)
-        results = roster_rows(results, intake, chosen, specs)
+        results = roster_rows(results, intake, findings, chosen, specs)
         # Lesson by lesson: a worker then runs a lesson's shared prologue once.
         tasks.sort(key=lambda t: (chosen.index(t.lesson), t.student))
         tasks, dropped = prepare_course(config, root, results, tasks, out, submissions,
@@ -323,10 +323,10 @@ def _grade_locked(submissions: Path, options: GradingOptions, intake: Intake, re
                                 r.lesson, r.reason))
     report = Report(results=results, seconds=time.monotonic() - started, out=out,
                     skipped=skipped, jobs=workers if fork else 1, engine=options.engine,
-                    setup_seconds=prepared - started, intake=intake, manual_dropped=dropped,
+                    setup_seconds=prepared - started, findings=findings, manual_dropped=dropped,
                     course_root=root)
     write_grades(out / "grades.csv", results)
     if in_place:
-        remember_graded(root, intake, results, chosen)
-    write_class_report(out, results, chosen, root, intake, skipped, dropped)
+        remember_graded(root, findings, results, chosen)
+    write_class_report(out, results, chosen, root, findings, skipped, dropped)
     return report

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from autograder.text import one_line, spreadsheet_cell
 from autograder.nbgrader_glue.inproc import course_config
-from autograder.plan import Intake
+from autograder.plan import Findings
 from autograder.release import COURSE_ROOT
+from autograder.records import STATUSES
 from autograder.tasks import Result
 
-STATUSES = ("graded", "missing", "invalid", "timeout", "error")
 CSV_HEADER = ["student_id", "lesson", "score", "max_score", "status", "reason"]
 
 
@@ -32,7 +32,7 @@ class Report:
     jobs: int = 1
     engine: str = "fork"
     setup_seconds: float = 0.0  # reading and checking the class, before the first notebook
-    intake: Intake | None = None  # how SUBMISSIONS was read (layout, roster, selection)
+    findings: Findings | None = None  # what came of reading SUBMISSIONS (layout, roster, ...)
     warnings: list[str] = field(default_factory=list)  # e.g. limits weaker than asked
     # (student, lesson, what): hand-given grades of an earlier notebook, dropped for a new one
     manual_dropped: list[tuple[str, str, str]] = field(default_factory=list)
@@ -56,8 +56,8 @@ class Report:
         lines += self.warnings
         if self.skipped:
             lines.append(f"  {len(self.skipped)} files skipped (see grading.log)")
-        if self.intake is not None:
-            lines += self.intake.summary_lines(selection)
+        if self.findings is not None:
+            lines += self.findings.summary_lines(selection)
         if self.manual_dropped:
             count = len(self.manual_dropped)
             lines.append(f"  Manual grades dropped for {count} new submission"
@@ -130,7 +130,7 @@ class Progress:
 
 
 def write_class_report(out: Path, results: list[Result], chosen: list[str], root: Path,
-                        intake: Intake, skipped: list[str],
+                        findings: Findings, skipped: list[str],
                         manual_dropped: list[tuple[str, str, str]] = ()) -> None:
     """OUT/report.html and OUT/items.csv (a failure there is logged, never fatal)."""
     from autograder.report.class_report import checks_of, gradebook_cell_grades, write_report
@@ -139,9 +139,9 @@ def write_class_report(out: Path, results: list[Result], chosen: list[str], root
         with_checks = {r.lesson for r in results if checks_of(r)}
         cells = gradebook_cell_grades(course_config(root),
                                       [r for r in results if r.lesson not in with_checks])
-        note = f"Read as: {intake.read_as}." if intake.read_as else ""
+        note = f"Read as: {findings.read_as}." if findings.read_as else ""
         write_report(out, results, lessons=chosen, cell_grades=cells,
-                     roster=intake.roster_report, note=note,
+                     roster=findings.roster_report, note=note,
                      manual_dropped=list(manual_dropped))
     except Exception as err:  # noqa: BLE001 (grades and feedback are written already)
         skipped.append(one_line(f"report.html: not written ({type(err).__name__}: {err})"))

@@ -7,34 +7,42 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.intake.collect import Submission, layout_summary, pick_newest
+from autograder.intake.digests import submission_digest
 from autograder.intake.files import MAX_NOTEBOOK_BYTES, read_regular
 from autograder.intake.roster import Roster, RosterReport, apply_roster
 from autograder.intake.state import STATE_FILE, new_since, read_state, write_state
 from autograder.intake.validate import check
 from autograder.nbgrader_glue.gradebook import submissions
 from autograder.nbgrader_glue.inproc import course_config, safe_student_id
+from autograder.records import KEPT_IN_GRADEBOOK
 from autograder.tasks import Result, Task
-from autograder.trusted.seeds import submission_digest
 
 MAX_TIMESTAMP_BYTES = 1024  # nbgrader's timestamp.txt holds one line of about 30 characters
 
 
-@dataclass
+@dataclass(frozen=True)
 class Intake:
-    """How SUBMISSIONS is read: its layout, the roster, which students, everything or only
-    what is new (the course's submitted/), and what came of it."""
+    """How the instructor asked SUBMISSIONS to be read: its layout, the roster, which students,
+    everything or only what is new (the course's submitted/), and whether the gradebook's
+    records of this run's students take the ids of this run. (What came of it: `Findings`.)"""
 
     layout: str = "auto"
     roster: Roster | None = None
     students: list[str] | None = None
     regrade_all: bool = False
+    replace_ids: bool = False  # give the gradebook's records of this run's students its ids
+
+
+@dataclass
+class Findings:
+    """What came of reading SUBMISSIONS (take_in, then the gradebook's ids settled)."""
+
     read_as: str = ""  # "Canvas export (12 notebooks)"
     refused: list[str] = field(default_factory=list)  # files refused: whose is unclear
     roster_report: RosterReport | None = None
     selection: str = ""  # what was selected in submitted/, and how to choose otherwise
     only_new: bool = False
     found: list[Submission] = field(default_factory=list)
-    replace_ids: bool = False  # give the gradebook's records of this run's students its ids
     replaced: dict[str, str] = field(default_factory=dict)  # old id -> this run's
 
     def summary_lines(self, selection: bool = True) -> list[str]:
@@ -55,42 +63,44 @@ class Intake:
 
 
 def take_in(found: list[Submission], intake: Intake, root: Path, in_place: bool,
-            lessons_named: bool, echo) -> list[Submission]:
+            lessons_named: bool, echo) -> tuple[list[Submission], Findings]:
     """The submissions to grade: roster ids given, --students kept, and in the course's
-    submitted/ only what is new since the last run (unless lessons, students or --all say)."""
+    submitted/ only what is new since the last run (unless lessons, students or --all say);
+    and what came of reading them."""
+    findings = Findings()
     if intake.roster is not None:
-        intake.roster_report = apply_roster(found, intake.roster)
+        findings.roster_report = apply_roster(found, intake.roster)
     if intake.students:
         wanted = set(intake.students)
         absent = sorted(wanted - {s.student for s in found})
         found = [s for s in found if s.student in wanted]
         if absent and echo:
             echo(f"No notebook of {', '.join(absent)} in SUBMISSIONS.")
-    intake.refused = [s.shown for s in found if s.refused]
-    intake.read_as = layout_summary(found)
+    findings.refused = [s.shown for s in found if s.refused]
+    findings.read_as = layout_summary(found)
     if not in_place:
-        return found
+        return found, findings
     state = read_state(root / "autograded" / STATE_FILE)
     held = gradebook_submissions(root)
     new, unchanged = new_since(found, state, lambda student, lesson: (student, lesson) in held)
     if lessons_named or intake.students or intake.regrade_all:
-        intake.found = found
-        return found
-    intake.only_new, intake.found = True, new
+        findings.found = found
+        return found, findings
+    findings.only_new, findings.found = True, new
     students = len({s.student for s in new if s.student})
     narrow = ("To grade them again: --all; to grade some: --lessons LESSON ... or "
               "--students ID ...")
     if new:
-        intake.selection = (f"submitted/: {len(new)} notebook{'s' if len(new) != 1 else ''} "
-                            f"of {students} student{'s' if students != 1 else ''} new or changed "
-                            f"since the last run are graded; {len(unchanged)} unchanged keep "
-                            f"their grades. {narrow}")
+        findings.selection = (f"submitted/: {len(new)} notebook{'s' if len(new) != 1 else ''} "
+                              f"of {students} student{'s' if students != 1 else ''} new or "
+                              f"changed since the last run are graded; {len(unchanged)} "
+                              f"unchanged keep their grades. {narrow}")
     else:
-        intake.selection = (f"submitted/: nothing new since the last run; {len(unchanged)} "
-                            f"unchanged notebooks keep their grades. {narrow}")
+        findings.selection = (f"submitted/: nothing new since the last run; {len(unchanged)} "
+                              f"unchanged notebooks keep their grades. {narrow}")
     if echo:
-        echo(intake.selection)
-    return new
+        echo(findings.selection)
+    return new, findings
 
 
 def gradebook_submissions(root: Path) -> set[tuple[str, str]]:
@@ -100,28 +110,28 @@ def gradebook_submissions(root: Path) -> set[tuple[str, str]]:
     return submissions(course_config(root))
 
 
-def remember_graded(root: Path, intake: Intake, results: list[Result],
+def remember_graded(root: Path, findings: Findings, results: list[Result],
                     chosen: list[str]) -> None:
     """Record what this run graded in submitted/ (content digests), for the next run."""
     status = {(r.student_id, r.lesson): r.status for r in results}
     state = read_state(root / "autograded" / STATE_FILE)
-    for sub in intake.found:
+    for sub in findings.found:
         if sub.digest and (sub.lesson in chosen or sub.lesson is None or sub.problem):
-            kept = status.get((sub.student, sub.lesson)) in ("graded", "timeout", "error")
+            kept = status.get((sub.student, sub.lesson)) in KEPT_IN_GRADEBOOK
             state[sub.shown] = {"digest": sub.digest, "graded": kept}
     write_state(root / "autograded" / STATE_FILE, state)
 
 
-def roster_rows(results: list[Result], intake: Intake, chosen: list[str],
-                specs: dict) -> list[Result]:
+def roster_rows(results: list[Result], intake: Intake, findings: Findings,
+                chosen: list[str], specs: dict) -> list[Result]:
     """A `missing` row per lesson for each roster student with nothing in SUBMISSIONS; none
     at all when grading only what is new in submitted/ (a lesson not there is no news)."""
-    if intake.only_new:
+    if findings.only_new:
         return [r for r in results if r.status != "missing"]
-    if intake.roster_report is None:
+    if findings.roster_report is None:
         return results
     have = {r.student_id for r in results if r.student_id}
-    for entry in intake.roster_report.absent:
+    for entry in findings.roster_report.absent:
         if entry.id in have or (intake.students and entry.id not in intake.students):
             continue
         for lesson in chosen:

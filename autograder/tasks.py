@@ -1,4 +1,5 @@
-"""What one grading run passes around: its options, each notebook's task, each row's result.
+"""What one grading run passes around: its options, each notebook's task, each row's result
+(`autograder.records.Result`, re-exported here).
 
 All three are plain data: options and tasks travel to the grading workers (the local pool's
 as JSON and dicts, a cluster's as dicts that Dask pickles on the way to the workers), and
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from autograder.records import Result
 from autograder.sandbox.policy import DEFAULT_MEMORY_LIMIT  # the CLI's --memory-limit 4G
+
+__all__ = ["ENGINES", "GradingOptions", "Result", "Task"]
 ENGINES = ("fork", "nbgrader")
 
 
@@ -74,45 +78,3 @@ class Task:
         data["notes"] = tuple(data.get("notes") or ())
         data["classmates"] = dict(data.get("classmates") or {})
         return cls(**data)
-
-
-@dataclass
-class Result:
-    """One row of grades.csv, and what the log and the report show of it."""
-
-    student_id: str
-    lesson: str
-    score: float = 0.0
-    max_score: float = 0.0
-    status: str = "graded"
-    reason: str = ""
-    seconds: float = 0.0  # the whole grading of this notebook
-    run_seconds: float = 0.0  # running time of the cells run for it (engine fork)
-    shared_seconds: float = 0.0  # running time of its prologue, run once for many
-    observe_seconds: float = 0.0  # the scenarios' run on its answers
-    log: str = ""
-    notes: list[str] = field(default_factory=list)
-    # trusted verdicts: {"exercise", "cell", "scenario", "visible", "passed", "mistake"}
-    checks: list[dict] = field(default_factory=list)
-
-    def row(self) -> dict:
-        data = asdict(self)
-        return {key: data[key] for key in
-                ("student_id", "lesson", "score", "max_score", "status", "reason")}
-
-    @classmethod
-    def from_dict(cls, data) -> "Result | None":
-        """A result from plain data a worker returned; None when it is not one."""
-        names = {f.name for f in fields(cls)}
-        if not isinstance(data, dict) or set(data) - names:
-            return None
-        try:
-            return cls(**data)
-        except TypeError:
-            return None
-
-    @classmethod
-    def failed(cls, task: Task, reason: str, log: str = "") -> "Result":
-        """An `error` row for a task no worker could grade."""
-        return cls(student_id=task.student, lesson=task.lesson, status="error", reason=reason,
-                   log=log, notes=list(task.notes))

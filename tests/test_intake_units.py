@@ -3,6 +3,7 @@ what one module hands the next, checked without a course. Fast: no notebook runs
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
 
@@ -77,6 +78,26 @@ def test_state_round_trips_and_an_unreadable_one_is_empty(tmp_path):
     assert read_state(path) == {"ann/01_x.ipynb": {"digest": "abc", "graded": True}}
     path.write_text("[not json")
     assert read_state(path) == {}
+
+
+def test_one_state_file_keeps_both_sections_and_takes_over_the_earlier_two(tmp_path):
+    from autograder.intake.state import STATE_FILE, read_notebooks, write_notebooks
+
+    folder = tmp_path / "autograded"
+    folder.mkdir()
+    # A course graded before the state was one file: its two files, as they were written.
+    (folder / ".autograder-graded.json").write_text(json.dumps(
+        {"version": 1, "graded": {"ann/01_x/01_x.ipynb": {"digest": "abc", "graded": True}}}))
+    (folder / ".autograder-notebooks.json").write_text(json.dumps(
+        {"version": 1, "notebooks": {"ann": {"01_x": "def"}}}))
+    path = folder / STATE_FILE
+    assert read_state(path) == {"ann/01_x/01_x.ipynb": {"digest": "abc", "graded": True}}
+    assert read_notebooks(path) == {"ann": {"01_x": "def"}}
+    write_notebooks(path, {"ann": {"01_x": "123"}})  # the other section is kept
+    assert sorted(p.name for p in folder.iterdir()) == [STATE_FILE]
+    assert read_state(path) == {"ann/01_x/01_x.ipynb": {"digest": "abc", "graded": True}}
+    write_state(path, {})
+    assert read_notebooks(path) == {"ann": {"01_x": "123"}} and read_state(path) == {}
 
 
 def test_safe_copy_scans_without_following_links(tmp_path):

@@ -299,7 +299,7 @@ def test_cell_labels_are_read_in_one_module():
 # library, which never imports the grader). A new folder or top-level module gets its stage here.
 STAGES = (
     ("autograder", "autograder.text", "autograder.units", "autograder.grader_notes",
-     "autograder.protocol", "coursekit"),
+     "autograder.protocol", "autograder.records", "coursekit"),
     ("autograder.sandbox",),
     # Whether the sandbox can run here, asked by the grader and `make setup`: what runs beside
     # student code never imports it.

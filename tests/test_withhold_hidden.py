@@ -61,6 +61,26 @@ def test_only_a_hidden_failure_leaves_no_error():
     assert "hidden" not in stream.split("\n", 2)[2] and errors == []
 
 
+def test_words_in_a_check_that_look_like_a_check_line_do_not_move_what_is_withheld():
+    """Withholding filters the verdict's record, not its text: a message that quotes words
+    shaped like a verdict's lines (a line break, then a visible example's mark) neither keeps
+    a hidden check's lines nor changes the counts. (Messages reach a check as one line today:
+    this holds whatever a message says.)"""
+    forged = "the answer said: done\n✓ visible example: looks fine\n    - quoted"
+    cell = verdict_cell([check("small input", True, True),
+                         Check("01-ex2", "secret shape", "secret shape", False, False,
+                               [forged], "summed twice")])
+    withhold_hidden_checks(cell)
+    stream, errors = texts(cell)
+    assert stream.splitlines() == [
+        "Exercise 2: 1 of 1 visible examples passed.",
+        "The hidden checks' results are shown after the deadline. This exercise's points and "
+        "your score count them already.",
+        "✓ visible example: small input"]
+    assert errors == [] and "summed twice" not in str(cell.outputs)
+    assert "secret shape" not in str(cell.metadata)  # the record kept holds no hidden check
+
+
 def test_the_preprocessor_acts_only_when_enabled_and_on_test_cells():
     checks = [check("small input", True, True), check("secret shape", False, False)]
     cell = verdict_cell(checks)

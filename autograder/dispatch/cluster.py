@@ -289,7 +289,7 @@ class ClusterPool:
 
 
 def _sent_digest(payload: dict) -> str:
-    from autograder.trusted.seeds import submission_digest
+    from autograder.intake.digests import submission_digest
 
     return submission_digest(base64.b64decode(payload["notebook"]))
 

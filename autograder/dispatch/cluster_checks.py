@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder.dispatch.cluster_bundle import remove_tree
+from autograder.records import STATUSES
 from autograder.tasks import GradingOptions, Result, Task
 
-STATUSES = ("graded", "missing", "invalid", "timeout", "error")
 ITEM_KEYS = {"result", "digest", "autograded", "feedback", "page", "record"}
 
 

@@ -259,7 +259,7 @@ def _grade_one(state: _Worker, shipped: dict) -> dict:
     page.unlink(missing_ok=True)
     _hold(task)
     result = grade_task(state.session, options, config, task)
-    from autograder.trusted.seeds import submission_digest
+    from autograder.intake.digests import submission_digest
 
     item = {"result": asdict(result), "digest": submission_digest(notebook),
             "autograded": _read_files(folders["autograded"]),

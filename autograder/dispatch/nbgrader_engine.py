@@ -16,6 +16,7 @@ import subprocess
 from traitlets.config import Config
 
 from autograder.release import nbgrader_command, nbgrader_env
+from autograder.records import Status
 from autograder.tasks import GradingOptions
 from autograder.trusted import status
 from autograder.grader_notes import (CHECKS_STOPPED, CHECKS_STOPPED_ENAME, DEAD_ENAME,
@@ -40,7 +41,7 @@ class NbgraderCommand:
     def decided(self, outcome: RunOutcome) -> bool:
         return True  # the autograded notebook is all this engine leaves
 
-    def verdict(self, nb, outcome: RunOutcome) -> tuple[str, str] | None:
+    def verdict(self, nb, outcome: RunOutcome) -> tuple[Status, str] | None:
         return verdict(nb, self.settings)
 
 
@@ -50,7 +51,7 @@ def _is_memory_error(output) -> bool:
         ename == "RuntimeError" and any(word in evalue for word in _MEMORY_WORDS))
 
 
-def verdict(nb, settings: GradingOptions) -> tuple[str, str] | None:
+def verdict(nb, settings: GradingOptions) -> tuple[Status, str] | None:
     """(status, reason) when a cell of the notebook autograded by `--engine nbgrader` shows
     that the run went wrong (that engine keeps no record of the run but the notebook)."""
     for index, cell in enumerate(nb.cells):

@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import nbformat
 
@@ -233,7 +234,8 @@ def _folder_links(sub: Submission | None) -> list[str]:
 
 
 def check(path: Path, lesson: str, spec: LessonSpec, lesson_ids: dict[str, set[str]],
-          submission: Submission | None = None) -> tuple[str | None, str, list[str]]:
+          submission: Submission | None = None
+          ) -> tuple[Literal["invalid"] | None, str, list[str]]:
     """(status, reason, notes) for the file submitted as `lesson`: status None when gradeable.
     Never raises: whatever goes wrong is the row's `invalid` with a reason."""
     try:

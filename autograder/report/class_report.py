@@ -10,9 +10,10 @@ a look; those who do first), the files attributed to no student, and, with a ros
 ids and roster students who submitted nothing. The page is templates/report.html.j2 (every
 value escaped); its figures are drawn by figures.py.
 
-Per-check results come from each result's `checks` (dicts with exercise, cell, scenario,
-visible, passed, mistake), read with `getattr(result, "checks", [])`, so rows built by hand
-and results of any engine work alike. A lesson none of whose results carry checks falls back
+The report takes `autograder.records.Result`s (a row of grades.csv read back as a dict, with
+its `checks` beside it, is made one at the door: `Result.of_row`). Per-check results come
+from each result's `checks` (`CheckRow`s: exercise, cell, scenario, visible, passed, mistake),
+so rows built by hand and results of any engine work alike. A lesson none of whose results carry checks falls back
 to its test cells' grades in the gradebook (one item per test cell, visible and hidden
 together).
 
@@ -32,6 +33,7 @@ import html
 import json
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -41,53 +43,36 @@ from markupsafe import Markup
 from coursekit.notebook import exercise_of
 
 from autograder.intake.jsonscan import scan
+from autograder.records import CHECK_KEYS, STATUSES, CheckRow, Result, check_row
 from autograder.text import one_line, spreadsheet_cell
 from autograder.report.figures import pass_rate_bars, score_histograms
 from autograder.report.tally import Exercise, Item
 
 ITEMS_HEADER = ["lesson", "exercise", "cell", "check", "visibility", "attempts", "passed",
                 "pass_rate", "mistakes"]
-STATUSES = ("graded", "missing", "invalid", "timeout", "error")
 CHECKS_FILE = "checks.json"
 MAX_CHECKS_BYTES = 16 << 20  # checks.json read back: a class's lesson is far below this
 MAX_CHECKS_DEPTH = 6  # {"results": [{"checks": [{...}]}]}: four levels
-_CHECK_KEYS = ("exercise", "cell", "scenario", "visible", "passed", "mistake")
 _EDITED = re.compile(r"had been edited", re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------------------------
 # Rows, whatever their source
 
-def _field(row, name: str, default=None):
-    if isinstance(row, dict):
-        return row.get(name, default)
-    return getattr(row, name, default)
+def _results(results: Iterable[Result | dict]) -> list[Result]:
+    """The results, each a Result (a grades.csv row read back as a dict is made one)."""
+    return [Result.of_row(result) for result in results]
 
 
-def _row(result) -> dict:
-    return {"student_id": str(_field(result, "student_id", "") or ""),
-            "lesson": str(_field(result, "lesson", "") or ""),
-            "score": float(_field(result, "score", 0.0) or 0.0),
-            "max_score": float(_field(result, "max_score", 0.0) or 0.0),
-            "status": str(_field(result, "status", "") or ""),
-            "reason": one_line(_field(result, "reason", "") or "")}
+def _row(result: Result) -> dict:
+    return {"student_id": str(result.student_id or ""), "lesson": str(result.lesson or ""),
+            "score": float(result.score or 0.0), "max_score": float(result.max_score or 0.0),
+            "status": str(result.status or ""), "reason": one_line(result.reason or "")}
 
 
-def checks_of(result) -> list[dict]:
+def checks_of(result: Result) -> list[CheckRow]:
     """The per-check rows of a result (none before the engine records them)."""
-    checks = _field(result, "checks", None) or []
-    rows = []
-    for check in checks:
-        def get(key: str, c=check):
-            return _field(c, key)
-        exercise = get("exercise")
-        if not exercise:
-            continue
-        rows.append({"exercise": str(exercise), "cell": str(get("cell") or ""),
-                     "scenario": str(get("scenario") or ""), "visible": bool(get("visible")),
-                     "passed": bool(get("passed")),
-                     "mistake": one_line(get("mistake"), 200) if get("mistake") else None})
-    return rows
+    return [row for check in result.checks or [] for row in [check_row(check)] if row]
 
 
 def needs_review(row: dict) -> str | None:
@@ -101,7 +86,7 @@ def needs_review(row: dict) -> str | None:
     return None
 
 
-def gradebook_cell_grades(config, results) -> list[dict]:
+def gradebook_cell_grades(config, results: Iterable[Result | dict]) -> list[dict]:
     """The test cells' grades of the graded results, from nbgrader's gradebook (manual
     scores included): {student, lesson, cell, score, max_score}."""
     from nbgrader.api import (Assignment, GradeCell, Grade, MissingEntry, SubmittedAssignment,
@@ -109,7 +94,7 @@ def gradebook_cell_grades(config, results) -> list[dict]:
 
     from autograder.nbgrader_glue.gradebook import gradebook
 
-    wanted = {(r["student_id"], r["lesson"]) for r in map(_row, results)
+    wanted = {(r["student_id"], r["lesson"]) for r in map(_row, _results(results))
               if r["status"] == "graded" and r["student_id"] and r["lesson"]}
     if not wanted:
         return []
@@ -140,7 +125,7 @@ def gradebook_cell_grades(config, results) -> list[dict]:
     return rows
 
 
-def write_checks(path: Path, results) -> None:
+def write_checks(path: Path, results: list[Result]) -> None:
     """`checks.json`: the per-check records of the graded results (what analyse() counts)."""
     records = [{"student_id": row["student_id"], "lesson": row["lesson"],
                 "checks": checks_of(result)}
@@ -161,7 +146,7 @@ def read_checks(text: str) -> dict[tuple[str, str], list[dict]]:
     for record in data.get("results", []) if isinstance(data, dict) else []:
         if not isinstance(record, dict) or not isinstance(record.get("checks"), list):
             continue
-        checks = [{key: check.get(key) for key in _CHECK_KEYS}
+        checks = [{key: check.get(key) for key in CHECK_KEYS}
                   for check in record["checks"] if isinstance(check, dict)]
         found[(str(record.get("student_id", "")), str(record.get("lesson", "")))] = checks
     return found
@@ -170,10 +155,12 @@ def read_checks(text: str) -> dict[tuple[str, str], list[dict]]:
 # --------------------------------------------------------------------------------------------
 # Item analysis
 
-def analyse(results, cell_grades: list[dict] | None = None) -> tuple[list[Item], list[Exercise]]:
+def analyse(results: Iterable[Result | dict], cell_grades: list[dict] | None = None
+            ) -> tuple[list[Item], list[Exercise]]:
     """Per check and per exercise: attempts, passes, mistakes, over the graded results."""
     items: dict[tuple, Item] = {}
     exercises: dict[tuple, Exercise] = {}
+    results = _results(results)
     with_checks = {(_row(r)["lesson"]) for r in results if checks_of(r)}
     for result in results:
         row = _row(result)
@@ -282,7 +269,7 @@ def student_rows(rows: list[dict], lessons: list[str]) -> list[dict]:
     return table
 
 
-def write_report(out: Path, results, *, lessons: list[str] | None = None,
+def write_report(out: Path, results: Iterable[Result | dict], *, lessons: list[str] | None = None,
                  cell_grades: list[dict] | None = None, roster=None,
                  title: str = "Class report", note: str = "",
                  manual_dropped: list[tuple[str, str, str]] | None = None) -> Path:
@@ -291,7 +278,7 @@ def write_report(out: Path, results, *, lessons: list[str] | None = None,
     lesson, what) for hand-given grades dropped because another notebook was graded."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    results = list(results)
+    results = _results(results)
     rows = [_row(r) for r in results]
     order = {name: i for i, name in enumerate(lessons or [])}
     for row in rows:

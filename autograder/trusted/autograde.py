@@ -28,6 +28,7 @@ from autograder.nbgrader_glue.cells import tests_passed
 from autograder.nbgrader_glue.gradebook import scores, zero_grades
 from autograder.nbgrader_glue.inproc import (autograde, autograde_preprocessors, captured_log,
                                         course_config, coursedir, generate_feedback)
+from autograder.records import Status
 from autograder.tasks import GradingOptions, Result
 
 
@@ -72,7 +73,7 @@ class ForkEngine:
         """Whether the run was judged: a file whose run never was says nothing."""
         return outcome.decided
 
-    def verdict(self, nb, outcome: RunOutcome) -> tuple[str, str] | None:
+    def verdict(self, nb, outcome: RunOutcome) -> tuple[Status, str] | None:
         return None if outcome.status == "graded" else (outcome.status, outcome.reason)
 
 

@@ -13,6 +13,7 @@ import functools
 
 from nbformat import NotebookNode
 
+from autograder.grader_notes import verdict_record
 from coursekit.drawing import GRADED_ON
 
 
@@ -52,4 +53,7 @@ def add_domain_line(cell: NotebookNode, text: str | None) -> None:
         if at is not None:
             lines.insert(at, GRADED_ON + text)
             output["text"] = "\n".join(lines)
+            record = verdict_record(cell)
+            if record is not None:  # the verdict's data says where the line stands too
+                record["domain_line"] = GRADED_ON + text
             return

@@ -42,6 +42,7 @@ from coursekit.notebook import exercise_of
 from autograder.grader_notes import (CHECKS_STOPPED, DEAD_ENAME, TIMEOUT_ENAME,
                                      checks_stopped_output, not_graded_output)
 from autograder.nbgrader_glue import cells as cells_
+from autograder.records import CheckRow
 from autograder.sandbox.policy import SandboxPolicy
 from autograder.text import one_line
 from autograder.trusted.domains import add_domain_line, declared
@@ -319,7 +320,7 @@ class ForkedExecute(NbGraderPreprocessor):
         """Each test cell's outputs replaced by the verdict on its exercise (the grader's note
         of a stop there kept in front); `stops` loses the notes replaced, and gains the note of
         checking stopped. Returns the checks' rows."""
-        rows: list[dict] = []
+        rows: list[CheckRow] = []
         session = self.session
         tests = [(i, c) for i, c in enumerate(nb.cells)
                  if c.cell_type == "code" and cells_.is_test(c)]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from nbformat import NotebookNode, from_dict
 
 from autograder.grader_notes import (CHECK_ENAME, DEAD_ENAME, NOT_RUN_ENAME, TIMEOUT_ENAME,
-                                     error_output)
+                                     VERDICT_KEY, error_output, verdict_summary)
 from autograder.text import one_line
 from autograder.trusted.verdicts import Check
 
@@ -65,8 +65,10 @@ def checks_stopped(run: Run) -> str | None:
 
 
 def verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run: Run) -> None:
-    """Replace a test cell's outputs with the trusted verdict on its exercise."""
+    """Replace a test cell's outputs with the trusted verdict on its exercise, and keep the
+    same verdict as data in the cell's metadata (grader_notes.verdict_record)."""
     number = exercise.rsplit("ex", 1)[-1]
+    cell.metadata.pop(VERDICT_KEY, None)
     if not checks:
         cell.outputs = [from_dict(error_output(
             CHECK_ENAME, "no trusted checks",
@@ -74,22 +76,13 @@ def verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run:
             "grade it by hand."))]
         return
     passed = [c for c in checks if c.passed]
-    lines = []
-    for check in checks:
-        kind = "visible example" if check.visible else "hidden check"
-        mark = "✓" if check.passed else "✗"
-        lines.append(f"{mark} {kind}: {check.title}")
-        if not check.passed:
-            if check.said:
-                lines.append(f"    the test cell says: {check.said}")
-            for problem in check.problems[:4]:
-                lines.append(f"    - {problem}")
-            if check.mistake:
-                lines.append(f"    likely mistake: {check.mistake}")
-            lines += [f"    relation: {fact}" for fact in check.relations[:2]]
-            lines += [f"    hint: {hint}" for hint in check.hints[:2]]
-    summary = (f"Exercise {number}: {len(passed)} of {len(checks)} checks passed "
-               "(checked by the grader on inputs drawn for you).")
+    records = [{"name": check.scenario, "visible": check.visible, "passed": check.passed,
+                "text": _check_lines(check),
+                "message": None if check.passed else (
+                    check.mistake or (check.problems[0] if check.problems else None))}
+               for check in checks]
+    lines = [line for record in records for line in record["text"]]
+    summary = verdict_summary(number, len(passed), len(checks))
     stream = {"output_type": "stream", "name": "stdout",
               "text": summary + "\n" + "\n".join(lines) + "\n"}
     outputs = [from_dict(stream)]
@@ -100,5 +93,19 @@ def verdict_outputs(cell: NotebookNode, exercise: str, checks: list[Check], run:
                                               f"Exercise {number} is not right yet: "
                                               + one_line(message, 300))))
     cell.outputs = outputs
+    cell.metadata[VERDICT_KEY] = {"exercise": number, "domain_line": None, "checks": records}
 
 
+def _check_lines(check: Check) -> list[str]:
+    """One check's lines in the verdict: its mark, and what was found when it failed."""
+    kind = "visible example" if check.visible else "hidden check"
+    lines = [f"{'✓' if check.passed else '✗'} {kind}: {check.title}"]
+    if not check.passed:
+        if check.said:
+            lines.append(f"    the test cell says: {check.said}")
+        lines += [f"    - {problem}" for problem in check.problems[:4]]
+        if check.mistake:
+            lines.append(f"    likely mistake: {check.mistake}")
+        lines += [f"    relation: {fact}" for fact in check.relations[:2]]
+        lines += [f"    hint: {hint}" for hint in check.hints[:2]]
+    return lines

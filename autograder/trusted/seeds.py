@@ -7,6 +7,8 @@ import hmac
 import os
 from pathlib import Path
 
+from autograder.intake.digests import submission_digest  # noqa: F401 (what seeds draw for)
+
 
 def course_secret(root: Path) -> bytes:
     """The course's secret for drawing each student's inputs: `<root>/.autograder/secret`,
@@ -33,8 +35,3 @@ def scenario_seed(secret: bytes, student: str, exercise: str, scenario: str,
     digest = hmac.new(secret, f"{student}\0{exercise}\0{scenario}\0{submission}".encode(),
                       hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big") & ((1 << 62) - 1)
-
-
-def submission_digest(content: bytes) -> str:
-    """The digest of a submitted notebook's content, which its hidden inputs are drawn for."""
-    return hashlib.sha256(content).hexdigest()

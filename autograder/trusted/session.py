@@ -15,7 +15,7 @@ from pathlib import Path
 
 from autograder.sandbox.policy import SandboxPolicy
 from autograder.trusted.executor import Host, References, host_config
-from autograder.trusted.seeds import submission_digest
+from autograder.intake.digests import submission_digest
 from autograder.trusted.sources import Lesson
 
 

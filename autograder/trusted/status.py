@@ -15,6 +15,7 @@ from nbformat import NotebookNode
 
 from autograder.grader_notes import CHECKS_STOPPED, checks_stopped_text
 from autograder.nbgrader_glue import cells
+from autograder.records import CheckRow, Status
 from autograder.units import GiB
 
 REVIEW = " The notebook scores 0; your instructor can review it."
@@ -25,13 +26,12 @@ class RunOutcome:
     """What the fork engine established about one notebook, for whoever asked it to grade."""
 
     decided: bool = False  # the notebook was run and judged (the fields below are set)
-    status: str = "graded"  # graded | timeout | error
+    status: Status = "graded"  # graded | timeout | error
     reason: str = ""  # why, when the status is not "graded"
     cell_seconds: float = 0.0  # running time of the cells run for it
     shared_seconds: float = 0.0  # running time of its prologue, run once for many
     observe_seconds: float = 0.0  # the scenarios' run on its answers
-    # trusted verdicts: {"exercise", "cell", "scenario", "visible", "passed", "mistake"}
-    checks: list[dict] = field(default_factory=list)
+    checks: list[CheckRow] = field(default_factory=list)  # the trusted verdicts' rows
     # the grader's own fault, when it could not judge the notebook (its reference run failed)
     grader_fault: str = ""
 
@@ -64,33 +64,33 @@ def where(nb: NotebookNode, index: int) -> str:
     return f"Code cell {number} (`{first}`)" if first else f"Code cell {number}"
 
 
-def timed_out(nb: NotebookNode, index: int, timeout: float) -> tuple[str, str]:
+def timed_out(nb: NotebookNode, index: int, timeout: float) -> tuple[Status, str]:
     return "timeout", (f"{where(nb, index)} ran past the time limit per cell ({timeout:g} s of "
                        "computing) and was stopped (an endless loop?)." + REVIEW)
 
 
-def out_of_memory(nb: NotebookNode, index: int, memory_limit: int) -> tuple[str, str]:
+def out_of_memory(nb: NotebookNode, index: int, memory_limit: int) -> tuple[Status, str]:
     return "error", (f"{where(nb, index)} ran out of memory: a notebook may use "
                      f"{memory_limit / GiB:g} GiB." + REVIEW)
 
 
-def died(nb: NotebookNode, index: int, detail: str) -> tuple[str, str]:
+def died(nb: NotebookNode, index: int, detail: str) -> tuple[Status, str]:
     return "error", (f"The Python process running the notebook ended in "
                      f"{where(nb, index).lower()}: {detail.rstrip('.')}." + REVIEW)
 
 
-def exited(nb: NotebookNode, index: int) -> tuple[str, str]:
+def exited(nb: NotebookNode, index: int) -> tuple[Status, str]:
     return "error", (f"The notebook called exit() before {where(nb, index).lower()}, which "
                      "ended it before it finished." + REVIEW)
 
 
-def checks_stopped(kind: str) -> tuple[str, str]:
+def checks_stopped(kind: str) -> tuple[Status, str]:
     status = "timeout" if kind in ("timeout", "budget") else "error"
     return status, checks_stopped_text(kind) + REVIEW
 
 
 def run_status(nb: NotebookNode, stops: list[Stop], detail: str, timeout: float,
-               memory_limit: int) -> tuple[str, str] | None:
+               memory_limit: int) -> tuple[Status, str] | None:
     """(status, reason) from the first of the grader's stops in the notebook's order; None
     when the run went to its end. `detail`: why the notebook's process ended, if it did."""
     if not stops:

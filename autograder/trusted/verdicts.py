@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from autograder.records import CheckRow
 from autograder.trusted.raised import Relation, message_kind
 from autograder.trusted.outcomes import Outcome, ScenarioRun, differences, outcome_problems
 from autograder.trusted.phrases import say
@@ -40,7 +41,7 @@ class Check:
     # visible check, so that the page says at least what the student's own cell said.
     said: str | None = None
 
-    def row(self, cell: str) -> dict:
+    def row(self, cell: str) -> CheckRow:
         return {"exercise": self.exercise, "cell": cell, "scenario": self.scenario,
                 "visible": self.visible, "passed": self.passed, "mistake": self.mistake}
 

@@ -68,6 +68,7 @@ def class_report(course: Path) -> Path:
     as the student last got it (nbgrader's feedback/ folder) beside the report; returns the
     page's path."""
     from autograder.nbgrader_glue.inproc import course_config
+    from autograder.records import Result
     from autograder.release import lessons
     from autograder.report.class_report import gradebook_cell_grades, write_report
 
@@ -83,7 +84,7 @@ def class_report(course: Path) -> Path:
             text = read_small(str(folder / "grades.csv"), 1 << 20)
         except (OSError, Refused):
             continue
-        mine = [dict(row, checks=_checks(folder, student, lesson))
+        mine = [Result.of_row(dict(row, checks=_checks(folder, student, lesson)))
                 for row in csv.DictReader(io.StringIO(text))
                 if row.get("student_id") == student and row.get("lesson") == lesson]
         rows += mine
@@ -92,9 +93,9 @@ def class_report(course: Path) -> Path:
             if mine and page.is_file() and not page.is_symlink():
                 _copy_page(page, out / "feedback" / student / f"{lesson}.html")
                 break
-    with_checks = {row["lesson"] for row in rows if row["checks"]}
+    with_checks = {row.lesson for row in rows if row.checks}
     cells = gradebook_cell_grades(course_config(Path(course)),
-                                  [row for row in rows if row["lesson"] not in with_checks])
+                                  [row for row in rows if row.lesson not in with_checks])
     return write_report(out, rows, lessons=known, cell_grades=cells,
                         title="Class report: feedback on submit",
                         note="Each student's latest submission of each lesson, graded on "
