@@ -200,6 +200,9 @@ CELL_01_EX2 = cell_checks(
     expect_true(lambda seen: not seen[_AMBIGUOUS_KEY], _AMBIGUOUS),
     expect_true(lambda seen: all(seen[f"{n}.grad after the call"] is None for n in "ukw"),
                 "u.grad was filled: find the leaves by walking out.grad_fn, not backward()"),
+    expect_equal("backward() calls",
+                 hint="backward() ran inside leaves_receiving_grad: find the leaves by walking "
+                      "out.grad_fn, without calling backward()"),
     expect_equal("leaves_receiving_grad(out, ...)", hint=_leaves_hint))
 
 

@@ -134,7 +134,7 @@ def leaves_receiving_grad(output, named):
     return sorted(name for name, t in named.items() if any(t is f for f in found))
 '''),
     dict(exercise="01-ex2", name="calls-backward", expect="fail", mistake="backward() was called",
-         source='''
+         cell="backward() ran inside leaves_receiving_grad", source='''
 def leaves_receiving_grad(output, named):
     output.backward(retain_graph=True)
     names = sorted(n for n, t in named.items() if t.is_leaf and t.grad is not None)
