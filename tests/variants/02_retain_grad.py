@@ -444,4 +444,25 @@ def intermediate_gradient(values):
     torch.exp(3 * torch.log(h)).sum().backward()
     return h.grad
 '''),
+    # blind round: returns h.grad.tolist(), a list of Python floats, instead of the tensor
+    dict(exercise='02-ex1', name='blind-returns-list', expect='fail', mistake=None, relation='right numbers', not_said='torch.stack', source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, dtype=torch.float32, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    (h ** 3).sum().backward()
+    return h.grad.tolist()
+'''),
+    # blind round: registers each hook on t.clone() (not in loss's graph), so no hook runs and
+    # the dict stays empty; handles are removed after backward
+    dict(exercise='02-ex2', name='blind-hooks-on-clones', expect='fail', mistake=None, not_named='removed before', source='''
+def collect_gradients(named, loss):
+    grads, handles = {}, []
+    for name, t in named.items():
+        handles.append(t.clone().register_hook(lambda g, name=name: grads.__setitem__(name, g)))
+    loss.backward()
+    for h in handles:
+        h.remove()
+    return grads
+'''),
 ]
