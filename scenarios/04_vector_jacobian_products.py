@@ -451,9 +451,8 @@ def column_visible_example(jacobian_column, rng):
     try:
         with _blocked(jacobian_column):
             observed["column 2 of h"] = jacobian_column(h, torch.tensor([1.0, -1.0, 2.0]), 2)
-    except Exception as err:  # noqa: BLE001 (the cell's checks above still say their words)
-        observed["column 2 of h"] = "an exception: " + (
-            type(err).__name__ if type(err).__module__ == "builtins" else "of its own class")
+    except Exception:  # noqa: BLE001 (an answer that failed a check above may raise here: the
+        return observed  # cell stopped before, and the page says what its checks said)
     return observed
 
 

@@ -240,8 +240,10 @@ _PLAIN_STRING = re.compile(r"[A-Za-z0-9_ .,'-]*")
 def member(where: str, key: str) -> str:
     """How feedback names the entry `key` of the observation `where`: as code (grads['pre'])
     when the key is a name, else in words ("the packed tensor: stored dtype")."""
+    # a subscript only on code ("grads", "the packed tensor: grads"), never on words
+    # ("after one step['w']" reads as code nobody wrote)
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", key) and \
-            re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*(\[[^\]]*\])*", where):
+            re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*(\[[^\]]*\])*", where.rsplit(": ", 1)[-1]):
         return f"{where}[{key!r}]"
     return f"{where}: {key}"
 

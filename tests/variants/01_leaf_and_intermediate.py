@@ -354,7 +354,7 @@ def leaf_gradients(p_values, q_values):
     return p.grad, q.grad
 '''),
     dict(exercise="01-ex1", name="returns-lists", expect="fail", mistake=None,
-         relation="a list where a tensor", source='''
+         relation="a list (or tuple) of the right numbers", not_said="torch.stack", source='''
 def leaf_gradients(p_values, q_values):
     p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
     q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)

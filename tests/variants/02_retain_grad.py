@@ -276,7 +276,7 @@ def intermediate_gradient(values):
     return h.grad
 '''),
     dict(exercise="02-ex1", name="returns-a-list", expect="fail", mistake=None,
-         relation="a list where a tensor", source='''
+         relation="a list (or tuple) of the right numbers", not_said="torch.stack", source='''
 def intermediate_gradient(values):
     x = torch.tensor(values, requires_grad=True)
     h = x * x

@@ -304,7 +304,7 @@ def clip_and_count(tensor, low, high):
     return tensor.register_hook(clip), calls
 '''),
     dict(exercise="03-ex3", name="zeroes-grad-instead-of-none", expect="fail", mistake=None,
-         relation="should be None", source='''
+         cell="the hook should set param.grad = None", not_said="should be None", source='''
 def sgd_in_backward(params, lr):
     def step(param):
         with torch.no_grad():
@@ -416,7 +416,7 @@ def freeze_entries(param, mask):
 '''),
     # blind round: iterates over set(params) to 'avoid duplicates', so the handles come back in
     # arbitrary order, not the order of params
-    dict(exercise='03-ex3', name='blind-set-dedupe', expect='fail', mistake=None, source='''
+    dict(exercise='03-ex3', name='blind-set-dedupe', expect='fail', mistake=None, relation='a later one is not', source='''
 def sgd_in_backward(params, lr):
     def step(p):
         with torch.no_grad():
