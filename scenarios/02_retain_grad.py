@@ -258,7 +258,9 @@ def _graph(rng, labels):
     order = torch.randperm(len(labels), generator=rng).tolist()
     names = [labels[i] for i in order]
     named = dict(zip(names, (x, a, b, c)))
-    del named[names[int(torch.randint(0, 4, (), generator=rng))]]  # three of the four
+    # three of the four, the leaf x always among them: an answer that reads a leaf's .grad
+    # instead of hooking it shows on every draw (blind round: caught only when x was drawn)
+    del named[names[int(torch.randint(1, 4, (), generator=rng))]]
     return named, loss, later, x
 
 

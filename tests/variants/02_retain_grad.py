@@ -465,4 +465,20 @@ def collect_gradients(named, loss):
         h.remove()
     return grads
 '''),
+    # blind round: hooks only the intermediates and reads a leaf's gradient from .grad, which
+    # holds what earlier passes accumulated (caught only when the leaf was drawn into named)
+    dict(exercise='02-ex2', name='blind-leaf-reads-grad', expect='fail', mistake=None, source='''
+def collect_gradients(named, loss):
+    grads, handles = {}, []
+    for name, t in named.items():
+        if not t.is_leaf:
+            handles.append(t.register_hook(lambda g, name=name: grads.__setitem__(name, g)))
+    loss.backward()
+    for h in handles:
+        h.remove()
+    for name, t in named.items():
+        if t.is_leaf:
+            grads[name] = t.grad
+    return grads
+'''),
 ]
