@@ -286,7 +286,8 @@ class _Budget:
 
 def encode(value: Any, *, _depth: int = 0, _budget: _Budget | None = None) -> Any:
     """`value` as plain JSON data: tensors become {"__tensor__": {dtype, shape, data}},
-    non-finite floats {"__float__": "nan" | "inf" | "-inf"}; tuples become lists. Anything else
+    non-finite floats {"__float__": "nan" | "inf" | "-inf"}, tuples {"__tuple__": [items]} (the
+    grader reads them as lists that keep the name tuple, so a message says "tuple"). Anything else
     raises ObservationError, as do observations past the size limits."""
     budget = _budget or _Budget()
     if _depth > MAX_DEPTH:
@@ -322,7 +323,8 @@ def encode(value: Any, *, _depth: int = 0, _budget: _Budget | None = None) -> An
         budget.items += len(value)
         if budget.items > MAX_ITEMS:
             raise ObservationError("the observations hold too many items")
-        return [encode(v, _depth=_depth + 1, _budget=budget) for v in value]
+        items = [encode(v, _depth=_depth + 1, _budget=budget) for v in value]
+        return {"__tuple__": items} if isinstance(value, tuple) else items
     if isinstance(value, dict):
         budget.items += len(value)
         if budget.items > MAX_ITEMS:
@@ -353,6 +355,11 @@ class Calls:
 
     def __init__(self) -> None:
         self.count = 0
+        self.receivers: list = []  # each call's first argument (for a method: its object)
+
+    def on(self, value: Any) -> int:
+        """How many of the calls had `value` itself as their first argument."""
+        return sum(1 for receiver in self.receivers if receiver is value)
 
 
 @contextlib.contextmanager
@@ -364,6 +371,7 @@ def count_calls(owner: Any, name: str) -> Iterator[Calls]:
 
     def spy(*args, **kwargs):
         calls.count += 1
+        calls.receivers.append(args[0] if args else None)
         return original(*args, **kwargs)
 
     setattr(owner, name, spy)

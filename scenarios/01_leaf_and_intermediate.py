@@ -17,14 +17,14 @@ domain("01-ex1", "two lists of 1 to 8 numbers of equal length between -1000 and 
                  "the function called twice on the same lists")
 domain("01-ex2", "graphs drawn at random: leaves on either input of each operation at varying "
                  "depths, intermediates and tensors of equal values in `named`, an output "
-                 "computed without a graph, a deep chain")
+                 "computed without a graph, a deep chain (40 to 80 Nodes)")
 domain("01-ex3", "models of Linear layers nested in Sequential containers and blocks, a module "
                  "beside one whose name starts the same, a module with a parameter of its own "
                  "and a submodule, a partly frozen model frozen twice, modules under any names "
                  "with the frozen one's name used again deeper in the model")
 domain("01-ex4", "w of any shape (a single number, one entry, 1 to 3 dimensions) with its .grad "
                  "filled and values up to ±1000: one step, then many steps on a quadratic, and a "
-                 "loss whose gradient is not a multiple of w")
+                 "loss whose gradient is not a multiple of w; a step of hundreds at once")
 
 
 def _float32(value):
@@ -529,14 +529,22 @@ def _grads_after_backward(model, inputs):
 def freeze_visible(freeze, rng):
     net = nn.Sequential(OrderedDict(encoder=nn.Linear(4, 3), decoder=nn.Linear(3, 4)))
     trainable = freeze(net, "encoder")
-    return {"freeze(net, 'encoder')": trainable, "requires_grad of each parameter": _flags(net)}
+    # `module.requires_grad = False` leaves this trace; a slip such as `p.requires_grad_`
+    # without its call leaves none, and is not told it wrote the assignment
+    plain = any("requires_grad" in vars(m) for m in net.modules())
+    return {"freeze(net, 'encoder')": trainable, "requires_grad of each parameter": _flags(net),
+            "a module got a plain requires_grad attribute": plain}
 
 
 CELL_01_EX3 = cell_checks(
     "01-ex3",
+    expect_true(lambda seen: not seen["requires_grad of each parameter"]["encoder.weight"]
+                or not seen["a module got a plain requires_grad attribute"],
+                "net.encoder.weight still requires grad: `module.requires_grad = False` only "
+                "sets a plain attribute; call module.requires_grad_(False)"),
     expect_true(lambda seen: not seen["requires_grad of each parameter"]["encoder.weight"],
-                "net.encoder.weight still requires grad: `module.requires_grad = False` "
-                "only sets a plain attribute; call module.requires_grad_(False)"),
+                "net.encoder.weight still requires grad: call module.requires_grad_(False), or "
+                "p.requires_grad_(False) on each of its parameters (with the call's parentheses)"),
     expect_true(lambda seen: seen["requires_grad of each parameter"]["decoder.weight"],
                 "net.decoder.weight was frozen too: freeze only the submodule named"),
     expect_equal("freeze(net, 'encoder')",
@@ -746,8 +754,9 @@ def sgd_step_visible(sgd_step_, rng):
 CELL_01_EX4 = cell_checks(
     "01-ex4",
     expect_tensor("w", name="w after the step", mistakes={
-        "w did not change: `w = w - ...` inside the function makes a new tensor and leaves "
-        "the caller's w alone; update in place (w -= ...) inside torch.no_grad()":
+        "w did not change: the update must change the caller's w itself, in place (w -= "
+        "..., w.sub_(...)) inside torch.no_grad(); `w = w - ...` makes a new tensor, and an "
+        "update of a copy (w.clone()) leaves w alone":
         [1.0, -1.0, 2.0],
         "w moved uphill: subtract lr * w.grad, do not add it": [1.75, -0.25, 5.0],
         "w moved by lr * 2w, the gradient of another loss: use w.grad, the gradient "
@@ -797,7 +806,7 @@ def sgd_step_matrix(sgd_step_, rng):
 
 
 @scenario("01-ex4", uses=["sgd_step_"], rtol=1e-4, atol=1e-5,
-          title="a single number, one entry and a 3-D w, values up to ±1000")
+          title="a single number, one entry and a 3-D w, values up to ±1000, a large step")
 def sgd_step_any_shape(sgd_step_, rng):
     observed = {}
     for label, shape in (("a single number", ()), ("one entry", (1,)), ("a 3-D w", (2, 3, 2))):
@@ -810,12 +819,22 @@ def sgd_step_any_shape(sgd_step_, rng):
         sgd_step_(w, lr)
         observed.update({f"{label}: {key}": value
                          for key, value in _after_step(w, address).items()})
+    # large values and a learning rate that moves them by hundreds in one step (a step clamped
+    # to a bound, or scaled down, shows here)
+    signs = torch.randint(0, 2, (3,), generator=rng) * 2 - 1
+    w = ((torch.rand(3, generator=rng) * 900 + 100) * signs).requires_grad_()
+    lr = float(torch.rand((), generator=rng)) * 0.4 + 0.1
+    (w ** 2 / 2).sum().backward()
+    address = w.data_ptr()
+    sgd_step_(w, lr)
+    observed.update({f"a large step: {key}": value
+                     for key, value in _after_step(w, address).items()})
     return observed
 
 
-@mistake("01-ex4", "w did not change: `w = w - ...` inside the function makes a new tensor and "
-                   "leaves the caller's w alone; update w in place (w -= ..., w.sub_(...)) "
-                   "inside torch.no_grad().")
+@mistake("01-ex4", "w did not change: the update must change the caller's w itself, in place "
+                   "(w -= ..., w.sub_(...)) inside torch.no_grad(); `w = w - ...` makes a new "
+                   "tensor, and an update of a copy (w.clone()) leaves w alone.")
 def sgd_step_(w, lr):
     with torch.no_grad():
         w = w - lr * w.grad

@@ -247,12 +247,10 @@ CELL_QUOTES_VALUES = {("02-ex3", "leaf-first"):
                       ("05-ex4", "sigma-cached-on-the-class"): "torch.func refused Softplus:"}
 # Known gaps, each with its reason (expected to fail, strict, like the list above).
 CELL_WORDS_GAPS = {
-    ("04-ex3", "row-instead-of-column"):
-        "the cell stops at its first check; the visible scenario goes on to a later step where "
-        "this answer raises, so it reports the exception (shown) and no values to read",
     ("05-ex1", "multiplies-grad-output-in-place"):
-        "as for 04-ex3: the answer raises at a later step of the visible scenario (the page "
-        "shows the exception and names the mistake)",
+        "the cell stops at its first check; the visible scenario goes on to a later step where "
+        "this answer raises, so it reports the exception (the page shows it and names the "
+        "mistake) and no values to read (04-ex3's visible scenario returns what it has there)",
     ("05-ex4", "saves-the-inputs-tuple"):
         "the cell catches the answer's TypeError and quotes it in its own sentence; the page "
         "quotes the same torch message as the exception the answer raised",

@@ -90,3 +90,51 @@ def intermediate_gradient(values):
                     + [h for c in failed for h in c.hints])
     assert "came after" not in said and "after backward()" not in said.replace(
         "before backward()", "")
+
+
+def _read(value):
+    from autograder.trusted.outcomes import read_outcome
+    from coursekit.scenarios import encode
+    return read_outcome({"observations": {"v": encode(value)}}).observations["v"]
+
+
+def test_a_list_where_a_tensor_was_expected_gets_advice_that_fits_its_items():
+    """Blind round: h.grad.tolist() and a 1-tuple from vjp_fn(v) were told "torch.stack the
+    items", which raises on floats and gives shape (1, n) for the 1-tuple."""
+    import torch
+
+    expected = _read(torch.tensor([3.0, 48.0, 0.1875]))
+    fact, hint = relate(expected, _read([3.0, 48.0, 0.1875]), 1e-5, 1e-6, "h.grad", False)
+    assert "right numbers" in fact and "torch.stack" not in (hint or "") and is_phrase(fact)
+    fact, hint = relate(expected, _read((torch.tensor([3.0, 48.0, 0.1875]),)), 1e-5, 1e-6,
+                        "vᵀJ", False)
+    assert "one item" in fact and "[0]" in hint and "torch.stack" not in hint
+    rows = _read(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    fact, hint = relate(rows, _read([torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0])]),
+                        1e-5, 1e-6, "J", False)
+    assert hint == "torch.stack the items"
+    fact, hint = relate(rows, _read([torch.tensor([9.0, 2.0]), torch.tensor([3.0, 4.0])]),
+                        1e-5, 1e-6, "J", False)
+    assert hint is None and "torch.stack" not in fact
+
+
+def test_a_tuple_is_named_a_tuple_in_what_the_test_cell_says():
+    """The page quoted the cell's "should be a torch.Tensor, not tuple" as "not list"."""
+    import torch
+
+    from coursekit.checks import tensor_said
+
+    found = _read((torch.tensor([1.0, 2.0]),))
+    assert found == [_read(torch.tensor([1.0, 2.0]))]  # compared as the list of its items
+    from autograder.trusted.said import _plain
+    said, _ = tensor_said("vᵀJ", _plain(found), torch.tensor([1.0, 2.0]))
+    assert "not tuple" in said, said
+    assert type(_read([1.0])).__name__ == "list"
+
+
+def test_labels_in_words_are_not_written_as_subscripts():
+    from autograder.trusted.outcomes import member
+    assert member("after one step", "w") == "after one step: w"
+    assert member("requires_grad of each parameter", "encoder.weight") == \
+        "requires_grad of each parameter: encoder.weight"
+    assert member("grads", "act") == "grads['act']"

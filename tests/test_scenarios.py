@@ -100,10 +100,15 @@ def test_variant(lesson, variant):
     # Everything the grader says on its own comes from its one list of phrases.
     said = [text for c in failed for text in c.relations + c.hints]
     assert all(is_phrase(text) for text in said), [t for t in said if not is_phrase(t)]
+    named = [c.mistake for c in failed if c.mistake]
     if variant.get("mistake"):
-        named = [c.mistake for c in failed if c.mistake]
         assert any(variant["mistake"].lower() in m.lower() for m in named), \
             f"expected a mistake naming {variant['mistake']!r}, got {named}"
+    if variant.get("not_named"):  # a look-alike mistake the answer did not make
+        assert not any(variant["not_named"].lower() in m.lower() for m in named), \
+            f"a mistake the answer did not make was named: {named}"
+    if variant.get("not_said"):  # words a relation or hint must not say
+        assert not any(variant["not_said"].lower() in t.lower() for t in said), said
     if variant.get("relation"):
         measured = [r for c in failed for r in c.relations]
         assert any(variant["relation"].lower() in r.lower() for r in measured), \
@@ -374,7 +379,7 @@ def test_a_valid_answer_passes_under_many_course_secrets(lesson, variant):
 # --------------------------------------------------------------------------------------------
 # One judge: what the test cell says of an answer agrees with what grading decides
 
-CELL_CASES = [(lesson, v) for lesson, v in VARIANT_CASES if v.get("cell")]
+CELL_CASES = [(lesson, v) for lesson, v in VARIANT_CASES if v.get("cell") or v.get("cell_not")]
 
 
 @pytest.mark.parametrize("lesson,variant", CELL_CASES,
@@ -385,7 +390,9 @@ def test_the_test_cell_fails_the_answer_and_says_why(lesson, variant):
     namespace = support.variant_namespace(lesson, variant["exercise"], variant["source"])
     ran, text = support.run_test_cell(lesson, variant["exercise"], namespace)
     assert not ran, f"the test cell passes a wrong answer: {text}"
-    assert variant["cell"].lower() in text.lower(), text
+    assert variant.get("cell", "").lower() in text.lower(), text
+    if variant.get("cell_not"):  # a cause the answer does not have
+        assert variant["cell_not"].lower() not in text.lower(), text
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

@@ -96,6 +96,8 @@ def _value(raw: Any, depth: int, count: _Count) -> Any:
             return float(word)
         if set(raw) == {"__tensor__"}:
             return _tensor(raw["__tensor__"], count)
+        if set(raw) == {"__tuple__"} and isinstance(raw["__tuple__"], list):
+            return TupleItems(_value(raw["__tuple__"], depth, count))
         count.items += len(raw)
         if count.items > MAX_ITEMS:
             raise ReportError("the observations hold too many items")
@@ -106,6 +108,13 @@ def _value(raw: Any, depth: int, count: _Count) -> Any:
             out[key] = _value(item, depth + 1, count)
         return out
     raise ReportError(f"an observation of type {type(raw).__name__}")
+
+
+class TupleItems(list):
+    """A tuple the answer returned: compared as the list of its items, named as a tuple."""
+
+
+TupleItems.__name__ = TupleItems.__qualname__ = "tuple"
 
 
 def _tensor(raw: Any, count: _Count) -> Tensor:
@@ -231,7 +240,10 @@ _PLAIN_STRING = re.compile(r"[A-Za-z0-9_ .,'-]*")
 def member(where: str, key: str) -> str:
     """How feedback names the entry `key` of the observation `where`: as code (grads['pre'])
     when the key is a name, else in words ("the packed tensor: stored dtype")."""
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", key):
+    # a subscript only on code ("grads", "the packed tensor: grads"), never on words
+    # ("after one step['w']" reads as code nobody wrote)
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", key) and \
+            re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*(\[[^\]]*\])*", where.rsplit(": ", 1)[-1]):
         return f"{where}[{key!r}]"
     return f"{where}: {key}"
 
@@ -241,6 +253,8 @@ def kind_of(value: Any) -> str:
         return f"a {value.dtype} tensor"
     if value is None:
         return "None"
+    if isinstance(value, TupleItems):
+        return "a tuple"
     return {bool: "a bool", int: "an int", float: "a float", str: "a string",
             list: "a list", dict: "a dict"}.get(type(value), type(value).__name__)
 
@@ -373,8 +387,11 @@ def outcome_problems(scenario: Scenario, reference: Outcome, student: Outcome,
         rtol, atol = scenario.tolerance_for(key)
         problems += differences(value, found[key], rtol, atol, key, scenario.visible)
     extra = [key for key in found if key not in expected]
-    if extra:  # the answer's text: counted, not quoted
-        problems.append(f"{len(extra)} observation{'s' if len(extra) > 1 else ''} not expected")
+    if extra and not problems:  # the answer's text: counted, not quoted. Where a difference is
+        # named already, an extra entry is a scenario's flag for failing answers: not repeated
+        problems.append(f"the check reported {len(extra)} "
+                        f"{'entries' if len(extra) > 1 else 'entry'} that the reference's "
+                        "run does not report")
     return problems
 
 

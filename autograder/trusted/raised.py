@@ -170,8 +170,10 @@ def raised_relations(message: str) -> list[Relation]:
 MAX_QUOTE = 160  # characters of a message quoted in the student's own words
 LEFT_OUT = "…"
 # A number in any form a message may print it: 3, -0.25, 1e-05, 2x3 (a size), 0x7f (an address);
-# a letter or digit before it makes it part of a name (float32, fc1, conv2d), which stays.
-_NUMBER = re.compile(r"(?<!\w)[-+]?(?:\d+(?:\.\d+)?[eE][-+]?\d+|\.?\d(?:\w|\.(?=\w))*)")
+# a letter or digit before it makes it part of a name (float32, fc1, conv2d), which stays, and
+# so does a one-digit dimension count ("a 0-dim tensor"), which the exercise's domain states.
+_NUMBER = re.compile(r"(?<!\w)(?!\d-dim\b)[-+]?(?:\d+(?:\.\d+)?[eE][-+]?\d+|"
+                     r"\.?\d(?:\w|\.(?=\w))*)")
 # A tensor's repr (or torch.Size's), whose values go as a whole: tensor(…).
 _TENSOR_REPR = re.compile(r"\b(tensor|Size)\((?:[^()]|\([^()]*\))*\)?")
 # Not-a-number and infinity, as Python and torch print them.

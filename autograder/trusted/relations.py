@@ -267,11 +267,31 @@ def _accumulated(expected: list, found: list, rtol: float, atol: float) -> bool:
     return True
 
 
+def _list_for_tensor(expected: Tensor, found: list, rtol: float, atol: float,
+                     name: str) -> Relation | None:
+    """A list (or tuple: both arrive as lists) where a tensor was expected. The advice follows
+    what its items are: torch.stack only for tensors that stack into the expected one."""
+    e = _floats(expected)
+    if len(found) == 1 and isinstance(found[0], Tensor) and found[0].shape == expected.shape \
+            and _all_close(_floats(found[0]), e, rtol, atol):
+        return say("one_item_list", name=name)
+    if not expected.shape or len(found) != expected.shape[0]:
+        return None
+    if all(isinstance(x, Tensor) and x.shape == expected.shape[1:] for x in found) and \
+            _all_close([v for x in found for v in _floats(x)], e, rtol, atol):
+        return say("list_for_tensor", name=name)
+    if len(expected.shape) == 1 and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in found) and \
+            _all_close([float(x) for x in found], e, rtol, atol):
+        return say("numbers_for_tensor", name=name)
+    return say("list_where_tensor", name=name)
+
+
 def _relate_tensor(expected: Tensor, found: Any, rtol: float, atol: float, name: str,
                    reveal: bool) -> Relation | None:
     if not isinstance(found, Tensor):
-        if isinstance(found, list) and expected.shape and len(found) == expected.shape[0]:
-            return say("list_for_tensor", name=name)
+        if isinstance(found, list):
+            return _list_for_tensor(expected, found, rtol, atol, name)
         if isinstance(found, (int, float)) and not isinstance(found, bool) and \
                 len(expected.data) == 1 and close(float(found), float(expected.data[0]),
                                                    rtol, atol):

@@ -116,8 +116,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Tensor):
         import torch
         return torch.tensor(value.data, dtype=getattr(torch, value.dtype)).reshape(value.shape)
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
+    if isinstance(value, list):  # a tuple the answer gave stays named a tuple (TupleItems)
+        return type(value)(_plain(v) for v in value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value

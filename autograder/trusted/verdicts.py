@@ -64,11 +64,23 @@ def judge(scenario: Scenario, reference: Outcome, student: Outcome,
             check.relations.append(fact)
             check.hints.append(advice)
         for fact, hint in scenario_relations(scenario, reference, student):
-            if fact not in check.relations:
+            if fact not in check.relations and not _restates(fact, problems):
                 check.relations.append(fact)
             if hint and hint not in check.hints:
                 check.hints.append(hint)
     return check
+
+
+def _restates(fact: str, problems: list[str]) -> bool:
+    """Whether `fact` only says again what a line of `problems` says ("w.grad should be None,
+    found a float32 tensor" after "w.grad: expected None, found a float32 tensor")."""
+    for pattern, line in ((r"(.+) should be None, found (.+)", "{0}: expected None, found {1}"),
+                          (r"(.+) is None where (.+) was expected",
+                           "{0}: expected {1}, found None")):
+        match = re.fullmatch(pattern, fact)
+        if match and line.format(*match.groups()) in problems:
+            return True
+    return False
 
 
 def judge_exercise(runs: list[ScenarioRun]) -> list[Check]:

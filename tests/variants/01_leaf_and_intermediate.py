@@ -354,7 +354,7 @@ def leaf_gradients(p_values, q_values):
     return p.grad, q.grad
 '''),
     dict(exercise="01-ex1", name="returns-lists", expect="fail", mistake=None,
-         relation="a list where a tensor", source='''
+         relation="a list (or tuple) of the right numbers", not_said="torch.stack", source='''
 def leaf_gradients(p_values, q_values):
     p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
     q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
@@ -576,6 +576,58 @@ def sgd_step_(w, lr):
 def sgd_step_(w, lr):
     with torch.no_grad():
         w[...] = w - lr * w.grad
+    w.grad = None
+'''),
+    # blind round: returns the gradients as Python lists (p.grad.tolist()) instead of tensors
+    dict(exercise='01-ex1', name='blind-returns-lists', expect='fail', mistake=None, relation='right numbers', not_said='torch.stack', source='''
+def leaf_gradients(p_values, q_values):
+    p = torch.tensor(p_values, dtype=torch.float32, requires_grad=True)
+    q = torch.tensor(q_values, dtype=torch.float32, requires_grad=True)
+    r = p * q
+    s = (r ** 2 + p).sum()
+    s.backward()
+    return p.grad.tolist(), q.grad.tolist()
+'''),
+    # blind round: walks the graph recursively (with a visited set): a deep chain exceeds
+    # Python's recursion limit and raises RecursionError
+    dict(exercise='01-ex2', name='blind-recursive-walk', expect='pass', source='''
+def leaves_receiving_grad(output, named):
+    if output.grad_fn is None:
+        return []
+    seen, leaves = set(), []
+    def visit(node):
+        if node is None or node in seen:
+            return
+        seen.add(node)
+        if hasattr(node, "variable"):
+            leaves.append(node.variable)
+        for child, _ in node.next_functions:
+            visit(child)
+    visit(output.grad_fn)
+    return sorted(n for n, t in named.items() if any(t is l for l in leaves))
+'''),
+    # blind round: writes p.requires_grad_ without the call parentheses, so nothing is frozen
+    # (no attribute assignment either)
+    dict(exercise='01-ex3', name='blind-missing-call-parens', expect='fail', mistake=None, not_named='plain attribute', cell="with the call's parentheses", cell_not='module.requires_grad = False', source='''
+def freeze(model, module_name):
+    for p in model.get_submodule(module_name).parameters():
+        p.requires_grad_
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+'''),
+    # blind round: clamps each step into [-10, 10] 'for stability', so large gradients move w
+    # less than lr * grad
+    dict(exercise='01-ex4', name='blind-clamped-step', expect='fail', mistake=None, source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w -= (lr * w.grad).clamp(-10.0, 10.0)
+    w.grad = None
+'''),
+    # blind round: applies the in-place update to w.clone() under no_grad (thinking a copy is
+    # safer), so the caller's w never changes
+    dict(exercise='01-ex4', name='blind-updates-clone', expect='fail', mistake=None, cell='an update of a copy (w.clone()) leaves w alone', source='''
+def sgd_step_(w, lr):
+    with torch.no_grad():
+        w.clone().sub_(lr * w.grad)
     w.grad = None
 '''),
 ]

@@ -276,7 +276,7 @@ def intermediate_gradient(values):
     return h.grad
 '''),
     dict(exercise="02-ex1", name="returns-a-list", expect="fail", mistake=None,
-         relation="a list where a tensor", source='''
+         relation="a list (or tuple) of the right numbers", not_said="torch.stack", source='''
 def intermediate_gradient(values):
     x = torch.tensor(values, requires_grad=True)
     h = x * x
@@ -443,5 +443,42 @@ def intermediate_gradient(values):
     h.retain_grad()
     torch.exp(3 * torch.log(h)).sum().backward()
     return h.grad
+'''),
+    # blind round: returns h.grad.tolist(), a list of Python floats, instead of the tensor
+    dict(exercise='02-ex1', name='blind-returns-list', expect='fail', mistake=None, relation='right numbers', not_said='torch.stack', source='''
+def intermediate_gradient(values):
+    x = torch.tensor(values, dtype=torch.float32, requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    (h ** 3).sum().backward()
+    return h.grad.tolist()
+'''),
+    # blind round: registers each hook on t.clone() (not in loss's graph), so no hook runs and
+    # the dict stays empty; handles are removed after backward
+    dict(exercise='02-ex2', name='blind-hooks-on-clones', expect='fail', mistake=None, not_named='removed before', source='''
+def collect_gradients(named, loss):
+    grads, handles = {}, []
+    for name, t in named.items():
+        handles.append(t.clone().register_hook(lambda g, name=name: grads.__setitem__(name, g)))
+    loss.backward()
+    for h in handles:
+        h.remove()
+    return grads
+'''),
+    # blind round: hooks only the intermediates and reads a leaf's gradient from .grad, which
+    # holds what earlier passes accumulated (caught only when the leaf was drawn into named)
+    dict(exercise='02-ex2', name='blind-leaf-reads-grad', expect='fail', mistake=None, source='''
+def collect_gradients(named, loss):
+    grads, handles = {}, []
+    for name, t in named.items():
+        if not t.is_leaf:
+            handles.append(t.register_hook(lambda g, name=name: grads.__setitem__(name, g)))
+    loss.backward()
+    for h in handles:
+        h.remove()
+    for name, t in named.items():
+        if t.is_leaf:
+            grads[name] = t.grad
+    return grads
 '''),
 ]

@@ -304,7 +304,7 @@ def clip_and_count(tensor, low, high):
     return tensor.register_hook(clip), calls
 '''),
     dict(exercise="03-ex3", name="zeroes-grad-instead-of-none", expect="fail", mistake=None,
-         relation="should be None", source='''
+         cell="the hook should set param.grad = None", not_said="should be None", source='''
 def sgd_in_backward(params, lr):
     def step(param):
         with torch.no_grad():
@@ -399,5 +399,49 @@ def freeze_entries(param, mask):
     def zero_frozen(p):
         p.grad = p.grad.masked_fill(mask, 0.0)
     return param.register_post_accumulate_grad_hook(zero_frozen)
+'''),
+    # blind round: registers the hook on param.clone() 'so as not to touch param': the clone is
+    # not in the graph, so the hook never runs
+    dict(exercise='03-ex1', name='blind-hook-on-clone', expect='fail', mistake=None, not_named='does not return it', cell='no hook changed it', source='''
+def freeze_entries(param, mask):
+    shadow = param.clone()
+    return shadow.register_hook(lambda g: g.masked_fill(mask, 0.0))
+'''),
+    # blind round: computes the keep-mask with mask.logical_not_(), which inverts the caller's
+    # mask tensor in place
+    dict(exercise='03-ex1', name='blind-mask-inverted-in-place', expect='fail', mistake=None, relation="caller's masks unchanged", source='''
+def freeze_entries(param, mask):
+    keep = mask.logical_not_()
+    return param.register_hook(lambda g: g * keep)
+'''),
+    # blind round: iterates over set(params) to 'avoid duplicates', so the handles come back in
+    # arbitrary order, not the order of params
+    dict(exercise='03-ex3', name='blind-set-dedupe', expect='fail', mistake=None, relation='a later one is not', source='''
+def sgd_in_backward(params, lr):
+    def step(p):
+        with torch.no_grad():
+            p.add_(p.grad, alpha=-lr)
+        p.grad = None
+    return [p.register_post_accumulate_grad_hook(step) for p in set(params)]
+'''),
+    # blind round: writes the hook as a lambda whose tuple expression returns a value; a post-
+    # accumulate-grad hook must return None
+    dict(exercise='03-ex3', name='blind-lambda-returns-value', expect='fail', mistake=None, cell='a post-accumulate-grad hook must return None', cell_not='param.grad was None', source='''
+def sgd_in_backward(params, lr):
+    return [p.register_post_accumulate_grad_hook(
+                lambda t: (t.detach().sub_(lr * t.grad), setattr(t, "grad", None)))
+            for p in params]
+'''),
+    # blind round: steps inside register_hook (before accumulation) and writes `p -= ...` in a
+    # nested def, which makes p a local name (UnboundLocalError)
+    dict(exercise='03-ex3', name='blind-tensor-hook-step-unbound', expect='fail', mistake=None, cell='registered hooks with register_hook', source='''
+def sgd_in_backward(params, lr):
+    def make(p):
+        def hook(g):
+            with torch.no_grad():
+                p -= lr * g
+            p.grad = None
+        return hook
+    return [p.register_hook(make(p)) for p in params]
 '''),
 ]

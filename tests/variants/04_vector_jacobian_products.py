@@ -501,4 +501,49 @@ def jacobian_column(f, x, j):
 def jacobian_column(f, x, j):
     return torch.func.jvp(f, (x,), (torch.eye(x.numel())[j],))[1]
 '''),
+    # blind round: uses torch.func.vjp but returns the tuple vjp_fn(v) instead of its first
+    # element
+    dict(exercise='04-ex1', name='blind-vjp-tuple', expect='fail', mistake=None, relation='one item', not_said='torch.stack', cell='not tuple', source='''
+def vector_jacobian_product(f, x, v):
+    _, vjp_fn = torch.func.vjp(f, x)
+    return vjp_fn(v)
+'''),
+    # blind round: returns the tuple torch.autograd.grad gives back instead of its only element
+    dict(exercise='04-ex2', name='blind-grad-tuple', expect='fail', mistake=None, relation='one item', not_said='torch.stack', cell='not tuple', source='''
+def jacobian_row(f, x, i):
+    leaf = x.detach().clone().requires_grad_()
+    y = f(leaf)
+    v = torch.zeros_like(y)
+    v[i] = 1.0
+    return torch.autograd.grad(y, leaf, v)
+'''),
+    # blind round: computes row j with a backward pass from a one-hot v instead of column j with
+    # forward mode
+    dict(exercise='04-ex3', name='blind-row-by-backward', expect='fail', mistake=None, cell='That is row 1 of J', source='''
+def jacobian_column(f, x, j):
+    xc = x.detach().clone().requires_grad_()
+    y = f(xc)
+    v = torch.zeros_like(y)
+    v[j] = 1.0
+    (row,) = torch.autograd.grad(y, xc, v)
+    return row
+'''),
+    # blind round: computes every product in the loop but, by an indentation slip, stacks only
+    # the last one once per row (never touches .grad)
+    dict(exercise='04-ex4', name='blind-indent-last-only', expect='fail', mistake='Every row is the last product: keep each', source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    y = f(leaf)
+    for v in vs:
+        g = torch.autograd.grad(y, leaf, v, retain_graph=True)[0]
+    return torch.stack([g for _ in vs])
+'''),
+    # blind round: adds all rows of vs into one v and runs a single backward from it, then
+    # repeats that one product for every row
+    dict(exercise='04-ex4', name='blind-summed-v-once', expect='fail', mistake=None, cell='take one product per row', cell_not='same .grad tensor. Set leaf.grad', source='''
+def vjps_from_one_forward(f, x, vs):
+    leaf = x.detach().clone().requires_grad_()
+    f(leaf).backward(vs.sum(0))
+    return leaf.grad.expand(vs.shape[0], *leaf.grad.shape).clone()
+'''),
 ]
