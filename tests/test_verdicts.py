@@ -741,3 +741,8 @@ def test_a_count_equal_to_the_examples_once_is_not_told_as_the_examples_value():
     # a value that is no count keeps the rule it had: once is enough
     floats = judge_exercise([_run(True, 2.5, 2.5, "example"), _run(False, 1.5, 2.5)])
     assert said in floats[1].relations
+    # a name (07-ex1 of a blind review: steepest_drop gave the example's layer name once, from
+    # norms that were wrong) is one of few too: once is not enough
+    names = judge_exercise([_run(True, "fc1", "fc1", "example"), _run(False, "fc2", "fc1"),
+                            _run(False, "fc3", "fc3", "several")])
+    assert not names[1].passed and said not in names[1].relations, names[1].relations
