@@ -91,7 +91,7 @@ def capture_activation(model, layer, x):
     return captured["input"]
 '''),
     dict(exercise="06-ex1", name="hard-coded-visible-values", expect="fail", mistake=None,
-         relation="is None where a string was expected",
+         relation="the ValueError model(x) raised reached the caller is False, not True",
          source='''
 def capture_activation(model, layer, x):
     return torch.tensor([[-1., 2., -2.5], [-1., -3., 1.5]])
@@ -680,5 +680,24 @@ def count_calls(model: nn.Module, x: torch.Tensor) -> dict[str, int]:
     for handle in handles:
         handle.remove()
     return COUNTS
+'''),
+    # a blind review's answer (06-ex1/w_swallow_error.py): the page said "expected a string,
+    # found None" of the error that reached the caller
+    dict(exercise="06-ex1", name="swallows-the-error", expect="fail", mistake=None,
+         relation="the ValueError model(x) raised reached the caller is False, not True",
+         source='''
+def capture_activation(model: nn.Module, layer: nn.Module,
+                       x: torch.Tensor) -> torch.Tensor:
+    captured = []
+    handle = layer.register_forward_hook(
+        lambda m, a, out: captured.append(out.detach().clone()))
+    try:
+        model(x)
+    except Exception as err:
+        print("forward pass failed:", err)
+        return None
+    finally:
+        handle.remove()
+    return captured[0]
 '''),
 ]
