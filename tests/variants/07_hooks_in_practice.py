@@ -803,7 +803,7 @@ def float16_hooks(min_elements):
     return pack, unpack, dict(counts)
 '''),
     # a blind review's answer (07-ex3/w_weights_only.py)
-    dict(exercise="07-ex3", name="weights-only", expect="fail",
+    dict(exercise="07-ex3", name="hooks-on-weights-only", expect="fail",
          mistake=None, cell="parameters have no post-accumulate-grad hook",
          source='''
 def attach_sgd_hooks(model, lr, weight_decay):
