@@ -276,7 +276,8 @@ class SiLUWithCtxAttribute(Function):
         return grad_output * _silu_slope(ctx.x)
 
 
-@mistake("05-ex1", "x is copied into a ctx attribute (ctx.x = x.clone() or a NumPy copy) "
+@mistake("05-ex1", "x is kept as a copy (a ctx attribute such as ctx.x = x.clone(), a NumPy "
+                   "copy, or a copy kept elsewhere) "
                    "instead of being saved with ctx.save_for_backward(x): the task asks for "
                    "save_for_backward, which lets autograd check that x did not change.",
          replaces="SiLU")

@@ -544,10 +544,15 @@ def _stored(what, field, dtype, hint):
     return expect_true(lambda seen: seen[what][field] == dtype, hint)
 
 
+_RECEIVED_ZERO = ("the dict float16_hooks returned still holds 0 after the forward pass: pack "
+                  "must add to that very dict (not to a copy, nor to another dict)")
+
+
 def _received_hint(seen):
     return {950: "these are numbers of elements: count bytes with tensor_bytes(tensor)",
             2600: "the bytes of the stored tensors were added: add those of each tensor pack "
-                  "receives"}.get(seen["counts after the forward pass"]["received"],
+                  "receives",
+            0: _RECEIVED_ZERO}.get(seen["counts after the forward pass"]["received"],
                                   "add tensor_bytes(tensor) for every tensor pack is "
                                   "given, converted or not")
 
@@ -892,16 +897,29 @@ def _one_step_mistakes():
 _AFTER = "parameters after each backward pass"
 _REFUSED = "backward(create_graph=True) refused an in-place change of a leaf"
 _GRAPH_STEP = "parameters after one step under backward(create_graph=True)"
+_PER_PARAMETER = "post-accumulate-grad hooks per parameter"
+
+
+def _per_parameter_hint(seen):
+    """The cell's words: which parameters lack the hook when some have it (biases left out,
+    07-ex3 of a blind review), the way to register it when none has."""
+    hooked = [bool(count) for count in seen[_PER_PARAMETER]]
+    if any(hooked):
+        return (f"{hooked.count(False)} of the {len(hooked)} parameters have no "
+                "post-accumulate-grad hook: register the step on every parameter of "
+                "model.parameters(), biases included")
+    return ("register the step on every parameter with register_post_accumulate_grad_hook: it "
+            "runs once param.grad holds the whole gradient (a hook from register_hook runs "
+            "before that)")
+
+
 CELL_07_EX3 = cell_checks(
     "07-ex3",
     expect_equal("optimizer objects created",
                  hint="write the update itself in the hook, without torch.optim"),
     expect_true(lambda seen: seen["the result is a list"] is True,
                 "attach_sgd_hooks should return the list of handles"),
-    expect_true(lambda seen: all(seen["post-accumulate-grad hooks per parameter"]),
-                "register the step on every parameter with register_post_accumulate_grad_hook: "
-                "it runs once param.grad holds the whole gradient (a hook from register_hook "
-                "runs before that)"),
+    expect_true(lambda seen: all(seen[_PER_PARAMETER]), _per_parameter_hint),
     expect_tensor(_AFTER, name="the parameters after one step", atol=1e-6,
                   read=lambda seen: seen[_AFTER][0], mistakes=_one_step_mistakes()),
     expect_true(lambda seen: all(seen["param.grad is None after the last backward pass"]),

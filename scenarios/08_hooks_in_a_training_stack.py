@@ -55,9 +55,18 @@ def _floats(entries):
 _RETURNS = "(history, handles): a dict and a list"
 
 
-def _monitor(attach_grad_monitor, model, scaler, batches, lr=0.1):
+def _module_hooks(model):
+    return sum(len(m._forward_hooks) + len(m._backward_hooks) + len(m._forward_pre_hooks)
+               + len(m._backward_pre_hooks) for m in model.modules())
+
+
+_HOOKS_AFTER = "hooks left on the model's modules after its handles were removed"
+
+
+def _monitor(attach_grad_monitor, model, scaler, batches, lr=0.1, count_hooks=True):
     """Run the scaled steps with the monitor attached; observe its records, then remove its
-    handles and observe that one more step adds nothing."""
+    handles and observe that one more step adds nothing (and, unless `count_hooks` is False,
+    that no module hook is left: the test cell counts none)."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     returned = attach_grad_monitor(model, scaler)
     if not (isinstance(returned, tuple) and len(returned) == 2 and isinstance(returned[0], dict)
@@ -74,6 +83,8 @@ def _monitor(attach_grad_monitor, model, scaler, batches, lr=0.1):
                 "grad norm": {str(n): _floats(h["grad norm"]) for n, h in history.items()}}
     for handle in handles:
         handle.remove()
+    if count_hooks:
+        observed[_HOOKS_AFTER] = _module_hooks(model)
     images, labels = batches[0]
     scaler.scale(F.cross_entropy(model(images), labels)).backward()
     observed["entries after the handles were removed and one more step"] = {
@@ -93,7 +104,7 @@ def _visible_monitor(attach_grad_monitor):
     batches = [(torch.randn(16, 5, generator=data), torch.randint(0, 3, (16,), generator=data))
                for _ in range(3)]
     scaler = GradScaler("cpu", init_scale=256.0, growth_interval=1)
-    return _monitor(attach_grad_monitor, monitored, scaler, batches), batches
+    return _monitor(attach_grad_monitor, monitored, scaler, batches, count_hooks=False), batches
 
 
 _REENTRANT_RAN = "one step through a reentrant checkpoint ran"

@@ -72,6 +72,16 @@ def test_a_long_list_of_numbers_is_told_as_a_long_tensor():
     assert differences(expected, list(expected), 1e-5, 1e-6, "losses", False) == []
 
 
+def test_a_difference_of_about_the_largest_value_is_not_said_as_1_times():
+    """A blind review read "about 1 times the largest expected value in size" on many pages."""
+    expected = [float(i) for i in range(40)]
+    found = list(expected)
+    found[31] = -10.0  # a gap of 41, about 1.05 times 39
+    (hidden,) = differences(expected, found, 1e-5, 1e-6, "losses", False)
+    assert hidden.endswith("at [31], about as large as the largest expected value"), hidden
+    assert "1 times" not in hidden
+
+
 def test_a_not_a_number_found_is_said_so():
     expected = _tensor([1.0] * 20, (20,))
     found = _tensor([1.0] * 19 + [float("nan")], (20,))

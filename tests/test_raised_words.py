@@ -152,3 +152,14 @@ def test_the_lessons_guard_is_named_with_the_function_the_answer_called():
     forged = raised_text(Outcome(raised="FullJacobianBuilt", message=message + " 0.123"),
                          quote=False)
     assert "an exception of its own class" in forged and "0.123" not in forged, forged
+
+
+def test_an_in_place_change_of_a_leaf_gets_no_advice_its_message_cannot_back():
+    """The message does not tell whose leaf it was: the advice to change parameters under
+    torch.no_grad() was wrong for a backward that multiplied grad_output in place (05-ex4 of a
+    blind review), where no_grad would hide the error and still overwrite the caller's
+    gradient."""
+    from autograder.trusted.raised import raised_relations
+    said = raised_relations("a leaf Variable that requires grad is being used in an in-place "
+                            "operation.")
+    assert said == [("an in-place change of a leaf tensor that requires grad", None)], said

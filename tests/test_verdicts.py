@@ -372,6 +372,13 @@ def test_a_dict_whose_entries_are_all_the_same():
     assert "every entry is the same" in _fact({"a": 1, "b": 2, "c": 0}, {"a": 1, "b": 1, "c": 1})
 
 
+def test_a_dict_of_counts_that_stayed_zero_is_said_so():
+    """07-ex2 of a blind review: the counts a caller held stayed 0, and the page said only
+    that every entry was the same; that they are all 0 is what was measured."""
+    fact = _fact({"received": 3800, "stored": 2600}, {"received": 0, "stored": 0})
+    assert fact == "x.grad holds only zeros", fact
+
+
 def test_a_factor_of_one_number_comes_without_a_hint():
     assert relate(2, 1, 0, 0, "counts['act']", False) == \
         ("counts['act'] is half the expected value (×1/2)", None)
@@ -748,3 +755,8 @@ def test_a_count_equal_to_the_examples_once_is_not_told_as_the_examples_value():
     # a value that is no count keeps the rule it had: once is enough
     floats = judge_exercise([_run(True, 2.5, 2.5, "example"), _run(False, 1.5, 2.5)])
     assert said in floats[1].relations
+    # a name (07-ex1 of a blind review: steepest_drop gave the example's layer name once, from
+    # norms that were wrong) is one of few too: once is not enough
+    names = judge_exercise([_run(True, "fc1", "fc1", "example"), _run(False, "fc2", "fc1"),
+                            _run(False, "fc3", "fc3", "several")])
+    assert not names[1].passed and said not in names[1].relations, names[1].relations

@@ -111,9 +111,11 @@ MESSAGES: tuple[tuple[str, str, str | None], ...] = (
     ("does not require grad and does not have a grad_fn",
      "backward() met a tensor with no grad_fn: no tensor that requires grad led to it",
      None),
+    # No advice: the message does not tell whose tensor it was. A parameter changed outside
+    # torch.no_grad() fits one fix; a backward that edits grad_output in place (05-ex4 of a
+    # blind review: mul_ on the caller's gradient) needs the opposite, a new tensor.
     ("a leaf Variable that requires grad is being used in an in-place operation",
-     "an in-place change of a leaf tensor that requires grad",
-     "change parameters in place under torch.no_grad()"),
+     "an in-place change of a leaf tensor that requires grad", None),
     ("modified by an inplace operation",
      "a tensor that backward() needs was changed in place", "compute a new tensor instead"),
     # No advice: the message does not tell which of its two causes it was. retain_graph=True

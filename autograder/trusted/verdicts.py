@@ -225,8 +225,9 @@ def _across_scenarios(run: ScenarioRun, runs: list[ScenarioRun]) -> list[Relatio
 
 
 def _small_count(value) -> bool:
-    """A count or flag: a wrong answer's may equal the example's by coincidence."""
-    return isinstance(value, (bool, int))
+    """A count, a flag or a name (one of a model's few layers: 07-ex1 of a blind review): a
+    wrong answer's may equal the example's by coincidence."""
+    return isinstance(value, (bool, int, str))
 
 
 def _again_elsewhere(run: ScenarioRun, runs: list[ScenarioRun], key: str, value) -> bool:

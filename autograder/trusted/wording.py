@@ -48,6 +48,8 @@ def relative_size(gap: float, expected: Sequence[object]) -> str:
     if scale == 0:
         return "where every expected value is 0"
     ratio = gap / scale
+    if ratio >= 1 and _one_digit(ratio) == "1":  # not "about 1 times"
+        return "about as large as the largest expected value"
     if ratio >= 1:
         return f"about {_one_digit(ratio)} times the largest expected value in size"
     return f"about {_one_digit(ratio * 100)}% of the largest expected value in size"

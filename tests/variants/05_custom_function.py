@@ -123,7 +123,7 @@ class SiLU(Function):
         grad_output *= s * (1 + x * (1 - s))
         return grad_output
 '''),
-    dict(exercise="05-ex1", name="ctx-clone", drawn="ctx attributes", expect="fail", mistake="copied into a ctx attribute", source='''
+    dict(exercise="05-ex1", name="ctx-clone", drawn="ctx attributes", expect="fail", mistake="kept as a copy", source='''
 class SiLU(Function):
     @staticmethod
     def forward(ctx, x):
@@ -136,7 +136,7 @@ class SiLU(Function):
         s = torch.sigmoid(x)
         return grad_output * (s + x * s * (1 - s))
 '''),
-    dict(exercise="05-ex1", name="numpy-backward-from-a-copy", drawn="ctx attributes", expect="fail", mistake="copied into a ctx attribute", source='''
+    dict(exercise="05-ex1", name="numpy-backward-from-a-copy", drawn="ctx attributes", expect="fail", mistake="kept as a copy", source='''
 import numpy as np
 
 class SiLU(Function):
@@ -929,6 +929,23 @@ class SiLU(Function):
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
         s = ctx.sig
+        return grad_output * (s + x * s * (1 - s))
+'''),
+    # a blind review's answer (05-ex1/w_class_cache.py): the copy is on the class, not on ctx
+    dict(exercise="05-ex1", name="copy-on-the-class", expect="fail",
+         mistake=None, source='''
+class SiLU(Function):
+    saved = None
+
+    @staticmethod
+    def forward(ctx, x):
+        SiLU.saved = x.detach().clone()
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x = SiLU.saved
+        s = torch.sigmoid(x)
         return grad_output * (s + x * s * (1 - s))
 '''),
 ]

@@ -91,7 +91,7 @@ def capture_activation(model, layer, x):
     return captured["input"]
 '''),
     dict(exercise="06-ex1", name="hard-coded-visible-values", expect="fail", mistake=None,
-         relation="is None where a string was expected",
+         relation="the ValueError model(x) raised reached the caller is False, not True",
          source='''
 def capture_activation(model, layer, x):
     return torch.tensor([[-1., 2., -2.5], [-1., -3., 1.5]])
@@ -598,5 +598,106 @@ def block_gradient(module):
         return tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
     handles = [m.register_full_backward_hook(hook) for m in module.modules()]
     return handles[0]
+'''),
+    # a blind review's answer (06-ex1/w_clear_all_hooks.py)
+    dict(exercise="06-ex1", name="clears-every-forward-hook", expect="fail",
+         mistake="hooks the layer already had were deleted too",
+         source='''
+def capture_activation(model: nn.Module, layer: nn.Module,
+                       x: torch.Tensor) -> torch.Tensor:
+    captured = []
+    layer.register_forward_hook(lambda m, a, out: captured.append(out.detach().clone()))
+    try:
+        model(x)
+    finally:
+        layer._forward_hooks.clear()
+    return captured[0]
+'''),
+    # a blind review's answer (06-ex3/w_drop_none.py)
+    dict(exercise="06-ex3", name="drops-the-none-entries", expect="fail",
+         mistake=None,
+         source='''
+def block_gradient(module: nn.Module):
+    def hook(module, grad_input, grad_output):
+        return tuple(torch.zeros_like(g) for g in grad_input if g is not None)
+
+    return module.register_full_backward_hook(hook)
+'''),
+    # a blind review's answer (06-ex3/w_input_tensor_hook.py)
+    dict(exercise="06-ex3", name="tensor-hook-on-the-input", expect="fail",
+         mistake=None, cell="the block also reached the gradient of the tensor the gate shares",
+         source='''
+def block_gradient(module: nn.Module):
+    def pre_hook(mod, args):
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                a.register_hook(lambda g: torch.zeros_like(g))
+
+    return module.register_forward_pre_hook(pre_hook)
+'''),
+    # a blind review's answer (06-ex3/w_zero_inplace.py)
+    dict(exercise="06-ex3", name="zeroes-in-place-returns-them", expect="fail",
+         mistake="zeroes the tensors of grad_input in place (zero_()). Where",
+         source='''
+def block_gradient(module: nn.Module):
+    def hook(module, grad_input, grad_output):
+        for g in grad_input:
+            if g is not None:
+                g.zero_()
+        return grad_input
+
+    return module.register_full_backward_hook(hook)
+'''),
+    # a blind review's answer (06-ex3/w_one_shot.py)
+    dict(exercise="06-ex3", name="removes-itself-after-one-pass", expect="fail",
+         mistake=None,
+         source='''
+def block_gradient(module: nn.Module):
+    box = {}
+
+    def hook(mod, grad_input, grad_output):
+        box["handle"].remove()
+        return tuple(None if g is None else torch.zeros_like(g) for g in grad_input)
+
+    box["handle"] = module.register_full_backward_hook(hook)
+    return box["handle"]
+'''),
+    # a blind review's answer (06-ex2/w_global_counts.py): it returns the module-level dict
+    # itself, so both calls of a check showed the same (last) counts
+    dict(exercise="06-ex2", name="returns-the-module-level-dict", expect="fail", mistake=None,
+         cell="The second call counted more", source='''
+COUNTS = {}
+
+
+def count_calls(model: nn.Module, x: torch.Tensor) -> dict[str, int]:
+    handles = []
+    for name, module in model.named_modules():
+        if name:
+            COUNTS.setdefault(name, 0)
+            handles.append(module.register_forward_hook(
+                lambda m, a, o, name=name: COUNTS.__setitem__(name, COUNTS[name] + 1)))
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return COUNTS
+'''),
+    # a blind review's answer (06-ex1/w_swallow_error.py): the page said "expected a string,
+    # found None" of the error that reached the caller
+    dict(exercise="06-ex1", name="swallows-the-error", expect="fail", mistake=None,
+         relation="the ValueError model(x) raised reached the caller is False, not True",
+         source='''
+def capture_activation(model: nn.Module, layer: nn.Module,
+                       x: torch.Tensor) -> torch.Tensor:
+    captured = []
+    handle = layer.register_forward_hook(
+        lambda m, a, out: captured.append(out.detach().clone()))
+    try:
+        model(x)
+    except Exception as err:
+        print("forward pass failed:", err)
+        return None
+    finally:
+        handle.remove()
+    return captured[0]
 '''),
 ]

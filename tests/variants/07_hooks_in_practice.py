@@ -783,4 +783,38 @@ def attach_sgd_hooks(model, lr, weight_decay):
 
     return [p.register_post_accumulate_grad_hook(step) for p in model.parameters()]
 '''),
+    # a blind review's answer (07-ex2/w_counts_copy.py)
+    dict(exercise="07-ex2", name="returns-a-copy-of-counts", expect="fail",
+         mistake=None, cell="the dict float16_hooks returned still holds 0",
+         source='''
+def float16_hooks(min_elements):
+    counts = {"received": 0, "stored": 0}
+
+    def pack(tensor):
+        stored = tensor
+        if tensor.is_floating_point() and tensor.numel() >= min_elements:
+            stored = tensor.to(torch.float16)
+        counts["received"] += tensor_bytes(tensor)
+        counts["stored"] += tensor_bytes(stored)
+        return tensor.dtype, stored
+
+    def unpack(packed):
+        dtype, stored = packed
+        return stored.to(dtype)
+
+    return pack, unpack, dict(counts)
+'''),
+    # a blind review's answer (07-ex3/w_weights_only.py)
+    dict(exercise="07-ex3", name="hooks-on-weights-only", expect="fail",
+         mistake=None, cell="parameters have no post-accumulate-grad hook",
+         source='''
+def attach_sgd_hooks(model, lr, weight_decay):
+    def step(param):
+        with torch.no_grad():
+            param.sub_(lr * (param.grad + weight_decay * param))
+        param.grad = None
+
+    return [p.register_post_accumulate_grad_hook(step)
+            for name, p in model.named_parameters() if name.endswith("weight")]
+'''),
 ]

@@ -548,4 +548,30 @@ def first_nonfinite(model, batches, lr):
     dict(exercise="08-ex2", name="old-backward-hook", expect="fail",
          mistake="register_backward_hook",
          source=_hunter().replace("register_full_backward_hook", "register_backward_hook")),
+    # a blind review's answer (08-ex1/w_prehook_handle_missing.py)
+    dict(exercise="08-ex1", name="pre-hook-handle-not-returned", expect="fail",
+         mistake=None,
+         source='''
+def attach_grad_monitor(model, scaler):
+    history, handles = {}, []
+    step = {"scale": 1.0}
+    model.register_forward_pre_hook(lambda m, a: step.__setitem__("scale", scaler.get_scale()))
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        history[name] = {"output rms": [], "grad norm": []}
+
+        def forward_hook(mod, args, output, name=name):
+            if not output.requires_grad:
+                return
+            rms = output.detach().pow(2).mean().sqrt().item()
+            scale = step["scale"]
+
+            def on_grad(grad):
+                history[name]["output rms"].append(rms)
+                history[name]["grad norm"].append(grad.norm().item() / scale)
+            output.register_hook(on_grad)
+        handles.append(module.register_forward_hook(forward_hook))
+    return history, handles
+'''),
 ]
