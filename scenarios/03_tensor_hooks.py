@@ -509,7 +509,7 @@ def sgd_visible(sgd_in_backward, rng):
     features = torch.tensor([2.0, 3.0])
     try:
         ((w.matmul(features) + bias) ** 2).backward()
-    except Exception:  # noqa: BLE001
+    except Exception:  # re-raised below unless the cell stopped at an earlier check
         if observed["returns a list"] and observed["handles returned for params"] == 2 and \
                 observed["tensor hooks (register_hook) registered"] == 0:
             raise
