@@ -66,7 +66,7 @@ CASES = [
     ("06-ex3", "legacy-backward-hook", "legacy hook (register_backward_hook)"),
     ("06-ex3", "zeroes-grad-output", "not grad_output"),
     ("06-ex3", "returns-none", "returns None changes nothing"),
-    ("06-ex3", "zeroes-in-place", "place (zero_())"),
+    ("06-ex3", "zeroes-in-place", "do not change the tensors of grad_input in place"),
     ("06-ex3", "zeros-for-none", "keep None entries as None"),
 ]
 
