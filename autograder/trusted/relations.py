@@ -287,8 +287,7 @@ def _list_for_tensor(expected: Tensor, found: list, rtol: float, atol: float,
     if all(isinstance(x, Tensor) and x.shape == expected.shape[1:] for x in found) and \
             _all_close([v for x in found for v in _floats(x)], e, rtol, atol):
         return say("list_for_tensor", name=name)
-    if len(expected.shape) == 1 and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) for x in found) and \
+    if len(expected.shape) == 1 and _numbers(found) and \
             _all_close([float(x) for x in found], e, rtol, atol):
         return say("numbers_for_tensor", name=name)
     return say("list_where_tensor", name=name)
